@@ -1,0 +1,26 @@
+# Calibration Fine-Tuning: the reproducible pipeline of
+# "Probabilistic Calibration Is a Trainable Capability in Language Models".
+#
+#   snakemake --profile profiles/demo            # the whole DAG on a laptop CPU, tiny model
+#   snakemake --profile profiles/slurm all       # the paper on a SLURM cluster with A100 nodes
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/models.smk"
+include: "rules/data.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        data_outputs(),
+    localrule: True
+
+
+rule data:
+    input:
+        data_outputs(),
+    localrule: True

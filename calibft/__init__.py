@@ -1,0 +1,1 @@
+"""Calibration Fine-Tuning: data layer, training and evaluation of the paper's pipeline."""

@@ -1,0 +1,89 @@
+"""`calibft`: look at the data layer without the workflow. JSON Lines on stdout, errors on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from calibft.grid import SPLITS, prompts, select
+from calibft.output_space import spaces_for_prompts
+
+
+def _space_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("split", choices=SPLITS)
+    parser.add_argument("--decimals", type=int, required=True, help="decimal places of continuous values (0..8)")
+    parser.add_argument("--max-bins", type=int, required=True, help="cap on the number of values (>= 2)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="calibft", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    cmd = commands.add_parser("prompts", help="the prompts of a split, in grid order")
+    cmd.add_argument("split", choices=SPLITS)
+    cmd = commands.add_parser("space", help="canonical output spaces: values and probabilities")
+    _space_args(cmd)
+    cmd.add_argument("--id", action="append", dest="ids", metavar="ID", help="only this prompt (repeatable)")
+    cmd = commands.add_parser("trie", help="the token trie of one prompt: one line per prefix")
+    _space_args(cmd)
+    cmd.add_argument("--tokenizer", required=True, help="tokenizer folder or Hugging Face id")
+    cmd.add_argument("--id", required=True, help="the prompt id")
+    return parser
+
+
+def _emit(record: dict) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+
+
+def _prompts(args: argparse.Namespace) -> None:
+    for p in prompts(args.split):
+        _emit({"id": p.id, "family": p.family, "params": p.params, "prompt": p.prompt})
+
+
+def _space(args: argparse.Namespace) -> None:
+    chosen = select(prompts(args.split), args.ids)
+    for p, space in zip(chosen, spaces_for_prompts(chosen, args.decimals, args.max_bins), strict=True):
+        _emit({"id": p.id, "values": space.strings(), "probs": space.probs.tolist()})
+
+
+def _trie(args: argparse.Namespace) -> None:
+    from calibft.models import load_tokenizer
+    from calibft.trie import build_trie, tokenize_values
+
+    chosen = select(prompts(args.split), [args.id])
+    space = spaces_for_prompts(chosen, args.decimals, args.max_bins)[0]
+    tokenizer = load_tokenizer(args.tokenizer)
+    trie = build_trie(tokenize_values(tokenizer, space.strings()), space.probs)
+    for node in range(trie.num_nodes):
+        if trie.child_count[node] == 0:
+            continue
+        prefix = trie.prefix_tokens(node)
+        tokens, q = trie.children(node)
+        _emit(
+            {
+                "prefix": prefix.tolist(),
+                "text": tokenizer.decode(prefix),
+                "mass": float(trie.node_mass[node]),
+                "children": [
+                    {"token": int(t), "text": tokenizer.decode([int(t)]), "q": float(v)}
+                    for t, v in zip(tokens, q, strict=True)
+                ],
+            }
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        {"prompts": _prompts, "space": _space, "trie": _trie}[args.command](args)
+    except (KeyError, ValueError, FileNotFoundError, PermissionError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"calibft: error: {message}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `calibft ... | head` closes the pipe early
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

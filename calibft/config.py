@@ -1,0 +1,27 @@
+"""Checks of the workflow configuration beyond its JSON schema: references between sections."""
+
+from __future__ import annotations
+
+
+def check_config(config: dict) -> None:
+    """Raise ValueError naming the first key that refers to something the config does not define."""
+    for name, model in config["models"].items():
+        if model["tokenizer"] not in config["tokenizers"]:
+            raise ValueError(
+                f"models.{name}.tokenizer is {model['tokenizer']!r}, which is not a key of `tokenizers` "
+                f"(known: {', '.join(config['tokenizers'])})"
+            )
+    for space, splits in config["tries"].items():
+        if space not in config["output_spaces"]:
+            raise ValueError(f"tries.{space} names no output space; define output_spaces.{space} or remove it")
+        missing = sorted(set(splits) - set(config["output_spaces"][space]["splits"]))
+        if missing:
+            raise ValueError(
+                f"tries.{space} asks for splits {missing} that output_spaces.{space}.splits does not build"
+            )
+
+
+def tokenizer_source(config: dict, tokenizer: str) -> str:
+    """The folder or Hugging Face id a tokenizer key loads from."""
+    entry = config["tokenizers"][tokenizer]
+    return entry.get("path") or entry["hf_id"]

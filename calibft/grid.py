@@ -1,0 +1,167 @@
+"""The prompt sets: the 1988-prompt training grid, the 24 unseen-parameter and 18 held-out-family prompts.
+
+The training grid is the Cartesian product of per-family axes (REFERENCE section 2); derived parameters
+are computed in floating point in the authors' order so that every rendered prompt is byte-identical.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibft.families import FAMILIES
+
+SPLITS = ("train", "unseen", "ood")
+PROMPT_TEMPLATE = (
+    "Generate exactly ONE random number from a {display} distribution with parameters {params}. Output ONLY the number."
+)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    family: str
+    params: dict[str, float]
+    prompt: str
+
+
+def render_prompt(family_id: str, params: Mapping[str, float]) -> str:
+    """The user message for a family and its parameters (every value printed as a Python float repr)."""
+    family = FAMILIES[family_id]
+    rendered = ", ".join(f"{name}={float(params[name])!r}" for name in family.params)
+    return PROMPT_TEMPLATE.format(display=family.display, params=rendered)
+
+
+def _lin(a: float, b: float, n: int) -> list[float]:
+    return [float(v) for v in np.linspace(a, b, n)]
+
+
+def _geom(a: float, b: float, n: int) -> list[float]:
+    return [float(v) for v in np.geomspace(a, b, n)]
+
+
+def _floats(values: list[float]) -> list[float]:
+    return [float(v) for v in values]
+
+
+_BINOMIAL_P = [0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8]
+
+# family -> (axes in product order, function from one axis point to the prompt parameters)
+Axes = list[tuple[str, list[float]]]
+TRAIN_AXES: dict[str, tuple[Axes, Callable[[dict[str, float]], dict[str, float]] | None]] = {
+    "uniform": ([("a", _lin(-5, 2, 11)), ("width", _lin(1, 5, 11))], lambda x: {"a": x["a"], "b": x["a"] + x["width"]}),
+    "gaussian": ([("mu", _lin(-2, 2, 11)), ("sigma", _geom(0.5, 2, 11))], None),
+    "beta": ([("alpha", _geom(0.5, 5, 11)), ("beta", _geom(0.5, 5, 11))], None),
+    "binomial": ([("n", _floats([5, 10, 15, 20])), ("p", _BINOMIAL_P)], None),
+    "exponential": ([("lambda", _geom(0.5, 5, 25))], None),
+    "geometric": ([("p", [0.2, 0.225, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.775, 0.8])], None),
+    "negative_binomial": ([("r", _floats([3, 5, 8, 12])), ("p", _BINOMIAL_P)], None),
+    "lognormal": ([("mu", _lin(-1, 1.5, 11)), ("sigma", _geom(0.25, 1.25, 11))], None),
+    "triangular": (
+        [("a", _lin(-3, 1, 5)), ("width", _lin(1, 5, 5)), ("mode_fraction", [0.1, 0.3, 0.5, 0.7, 0.9])],
+        lambda x: {"a": x["a"], "c": x["a"] + x["width"] * x["mode_fraction"], "b": x["a"] + x["width"]},
+    ),
+    "rayleigh": ([("sigma", _geom(0.5, 2, 25))], None),
+    "cauchy": ([("x0", _lin(-2, 2, 11)), ("gamma", _geom(0.5, 2, 11))], None),
+    "student_t": ([("nu", [2.5, 2.75, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])], None),
+    "chi_square": ([("nu", _floats([2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20]))], None),
+    "f_distribution": ([("d1", _floats([3, 5, 7, 10])), ("d2", _floats([5, 10, 15, 20]))], None),
+    "gamma": ([("alpha", _geom(1, 5, 11)), ("beta", _geom(1, 5, 11))], None),
+    "laplace": ([("mu", _lin(-2, 2, 11)), ("b", _geom(0.5, 2, 11))], None),
+    "logistic": ([("mu", _lin(-2, 2, 11)), ("s", _geom(0.5, 2, 11))], None),
+    "pareto": ([("alpha", [2.0, 2.25, 2.5, 2.75, 3.0, 3.5, 4.0, 4.5, 5.0]), ("xm", _geom(0.5, 2, 11))], None),
+    "hypergeometric": (
+        [("M", _floats([30, 50, 80])), ("N", _floats([5, 10, 15])), ("success_fraction", [0.2, 0.35, 0.5, 0.65, 0.8])],
+        # round() on a float is banker's rounding, as in the authors' code
+        lambda x: {"M": x["M"], "K": float(round(x["M"] * x["success_fraction"])), "N": x["N"]},
+    ),
+    "gumbel": ([("mu", _lin(-2, 2, 11)), ("beta", _geom(0.5, 2, 11))], None),
+    "skellam": ([("mu1", _geom(1, 8, 11)), ("mu2", _geom(1, 8, 11))], None),
+    "beta_binomial": ([("n", _floats([10, 20, 30])), ("alpha", _geom(0.5, 5, 5)), ("beta", _geom(0.5, 5, 5))], None),
+    "lomax": ([("alpha", _geom(1.5, 4, 11)), ("lambda", _geom(0.5, 3, 11))], None),
+    "inverse_gaussian": ([("mu", _geom(0.5, 3, 11)), ("lambda", _geom(0.5, 5, 11))], None),
+}
+
+UNSEEN_PARAMS: list[tuple[str, dict[str, float]]] = [
+    ("uniform", {"a": 3.5, "b": 10.5}),
+    ("gaussian", {"mu": 3.5, "sigma": 3.0}),
+    ("beta", {"alpha": 7.0, "beta": 7.0}),
+    ("binomial", {"n": 25.0, "p": 0.5}),
+    ("exponential", {"lambda": 7.0}),
+    ("geometric", {"p": 0.125}),
+    ("negative_binomial", {"r": 15.0, "p": 0.15}),
+    ("lognormal", {"mu": 2.5, "sigma": 2.0}),
+    ("triangular", {"a": 2.5, "c": 6.0, "b": 9.5}),
+    ("rayleigh", {"sigma": 3.0}),
+    ("cauchy", {"x0": 3.5, "gamma": 3.0}),
+    ("student_t", {"nu": 16.0}),
+    ("chi_square", {"nu": 32.0}),
+    ("f_distribution", {"d1": 12.0, "d2": 24.0}),
+    ("gamma", {"alpha": 7.0, "beta": 7.0}),
+    ("laplace", {"mu": 3.5, "b": 3.0}),
+    ("logistic", {"mu": 3.5, "s": 3.0}),
+    ("pareto", {"alpha": 6.5, "xm": 3.5}),
+    ("hypergeometric", {"M": 100.0, "K": 50.0, "N": 20.0}),
+    ("gumbel", {"mu": 3.5, "beta": 3.0}),
+    ("skellam", {"mu1": 10.5, "mu2": 10.5}),
+    ("beta_binomial", {"n": 40.0, "alpha": 6.5, "beta": 6.5}),
+    ("lomax", {"alpha": 6.0, "lambda": 4.5}),
+    ("inverse_gaussian", {"mu": 5.0, "lambda": 7.0}),
+]
+
+OOD_PARAMS: list[tuple[str, dict[str, float]]] = [
+    *(("bernoulli", {"p": p}) for p in (0.1, 0.5, 0.9)),
+    *(("poisson", {"lambda": lam}) for lam in (1.0, 4.0, 12.0)),
+    *(("weibull", {"k": v, "lambda": v}) for v in (0.5, 1.5, 3.0)),
+    *(("maxwell", {"scale": s}) for s in (0.75, 1.5, 2.5)),
+    *(("chi", {"df": df}) for df in (2.0, 5.0, 10.0)),
+    *(
+        ("truncnorm", {"mu": mu, "sigma": sigma, "lower": lower, "upper": upper})
+        for mu, sigma, lower, upper in ((0.0, 1.0, -1.0, 1.0), (0.0, 1.0, -2.0, 2.0), (1.0, 1.5, -1.0, 2.0))
+    ),
+]
+
+
+def _train_points() -> Iterator[tuple[str, dict[str, float]]]:
+    for family_id, (axes, derive) in TRAIN_AXES.items():
+        names = [name for name, _ in axes]
+        for values in itertools.product(*(values for _, values in axes)):
+            point = dict(zip(names, values, strict=True))
+            yield family_id, derive(point) if derive else point
+
+
+def _numbered(points: Iterator[tuple[str, dict[str, float]]]) -> list[Prompt]:
+    """Prompts with stable ids `{family}-{k:03d}`, k counting within the family in grid order."""
+    counts: dict[str, int] = {}
+    prompts = []
+    for family_id, params in points:
+        k = counts.get(family_id, 0)
+        counts[family_id] = k + 1
+        params = {name: float(params[name]) for name in FAMILIES[family_id].params}
+        prompts.append(Prompt(f"{family_id}-{k:03d}", family_id, params, render_prompt(family_id, params)))
+    return prompts
+
+
+def prompts(split: str) -> list[Prompt]:
+    """The prompts of one split (`train`, `unseen` or `ood`) in grid order."""
+    if split == "train":
+        return _numbered(_train_points())
+    if split == "unseen":
+        return _numbered(iter(UNSEEN_PARAMS))
+    if split == "ood":
+        return _numbered(iter(OOD_PARAMS))
+    raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+
+
+def select(split_prompts: list[Prompt], ids: list[str] | None) -> list[Prompt]:
+    """The prompts with these ids, in the order given; all of them when ids is None."""
+    if ids is None:
+        return split_prompts
+    by_id = {p.id: p for p in split_prompts}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise KeyError(f"unknown prompt id(s) {', '.join(unknown)}; ids look like {split_prompts[0].id!r}")
+    return [by_id[i] for i in ids]

@@ -1,0 +1,57 @@
+"""Atomic file output: every artifact is written to a temporary file next to it, then renamed."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path in the target's folder; rename it onto `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        f.writelines(json.dumps(record) + "\n" for record in records)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_json(path: str | os.PathLike, obj: dict) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], metadata: dict[str, str | int]) -> None:
+    """Arrays and scalar metadata (stored as `meta_<key>`) in one uncompressed `.npz`, atomically."""
+    meta = {f"meta_{key}": np.array(value) for key, value in metadata.items()}
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays, **meta)
+
+
+def load_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str | int]]:
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files if not name.startswith("meta_")}
+        metadata = {name[5:]: data[name].item() for name in data.files if name.startswith("meta_")}
+    return arrays, metadata

@@ -1,0 +1,243 @@
+"""Token tries over canonical output spaces, stored as flat arrays (REFERENCE section 5).
+
+Every canonical string is tokenized alone (no special tokens) and the tokenizer's EOS is appended. Node 0
+is the empty prefix; the nodes of depth t+1 are numbered after those of depth t, sorted by (parent, token),
+so the children of every node are one contiguous run `child_start[p] : child_start[p] + child_count[p]`.
+The target at prefix p is q(child | p) = mass[child] / mass[p].
+
+A `TrieSet` keeps the tries of many prompts concatenated (node and value indices local to each prompt,
+with per-prompt offsets) and is saved as one `.npz` file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from calibft.io import load_npz, save_npz
+from calibft.output_space import SpaceSet
+
+
+@dataclass(frozen=True)
+class Trie:
+    """The prefix trie of one output space; node and value indices are local to it."""
+
+    node_parent: np.ndarray  # int32 [N]; -1 for the root
+    node_token: np.ndarray  # int32 [N]; the token that leads into the node; -1 for the root
+    node_mass: np.ndarray  # float64 [N]; total mass of the values below the node
+    child_start: np.ndarray  # int32 [N]
+    child_count: np.ndarray  # int32 [N]
+    value_leaf: np.ndarray  # int32 [M]; the node reached after the EOS of each value
+    value_length: np.ndarray  # int32 [M]; tokens of each value, EOS included
+    value_probs: np.ndarray  # float64 [M]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_parent)
+
+    def children(self, node: int) -> tuple[np.ndarray, np.ndarray]:
+        """The child tokens of a node and their targets q(v | node)."""
+        kids = np.arange(self.child_start[node], self.child_start[node] + self.child_count[node])
+        return self.node_token[kids], self.node_mass[kids] / self.node_mass[node]
+
+    def ancestors(self, node: int) -> np.ndarray:
+        """The nodes from the root down to `node`, both included."""
+        nodes = [node]
+        while nodes[-1] != 0:
+            nodes.append(int(self.node_parent[nodes[-1]]))
+        return np.array(nodes[::-1], dtype=np.int64)
+
+    def prefix_tokens(self, node: int) -> np.ndarray:
+        """The token ids of the prefix that `node` stands for."""
+        return self.node_token[self.ancestors(node)[1:]]
+
+    def value_tokens(self, value: int) -> np.ndarray:
+        """The token ids of one value, EOS included."""
+        return self.prefix_tokens(int(self.value_leaf[value]))
+
+
+def tokenize_values(tokenizer, values: Sequence[str]) -> list[list[int]]:
+    """Token ids of every canonical string, each encoded alone, in one batched call; EOS appended."""
+    eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no EOS token; a trie needs one to end every value")
+    encoded = tokenizer(list(values), add_special_tokens=False)["input_ids"]
+    return [[*ids, eos] for ids in encoded]
+
+
+def build_trie(token_ids: Sequence[Sequence[int]], probs: np.ndarray) -> Trie:
+    """The trie of the sequences `token_ids` with masses `probs`, built depth by depth, vectorized."""
+    probs = np.asarray(probs, dtype=np.float64)
+    lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
+    width = int(lengths.max())
+    tokens = np.full((len(token_ids), width), -1, dtype=np.int64)
+    tokens[np.arange(width) < lengths[:, None]] = np.concatenate([np.asarray(ids) for ids in token_ids])
+
+    vocab = int(tokens.max()) + 1
+    parents, toks, masses = [np.array([-1])], [np.array([-1])], [np.array([probs.sum()])]
+    node = np.zeros(len(token_ids), dtype=np.int64)  # the current node of every value
+    num_nodes = 1
+    for depth in range(width):
+        alive = np.flatnonzero(lengths > depth)
+        # one int64 key per (parent, token): sorting it sorts by parent, then token
+        keys = node[alive] * vocab + tokens[alive, depth]
+        unique_keys, inverse = np.unique(keys, return_inverse=True)
+        node[alive] = num_nodes + inverse
+        parents.append(unique_keys // vocab)
+        toks.append(unique_keys % vocab)
+        masses.append(np.bincount(inverse, weights=probs[alive], minlength=len(unique_keys)))
+        num_nodes += len(unique_keys)
+
+    node_parent = np.concatenate(parents)
+    child_count = np.bincount(node_parent[1:], minlength=num_nodes)
+    # node_parent[1:] is non-decreasing (nodes are numbered by depth, then parent), so children are runs
+    child_start = np.searchsorted(node_parent[1:], np.arange(num_nodes)) + 1
+    return Trie(
+        node_parent=node_parent.astype(np.int32),
+        node_token=np.concatenate(toks).astype(np.int32),
+        node_mass=np.concatenate(masses),
+        child_start=np.where(child_count > 0, child_start, 0).astype(np.int32),
+        child_count=child_count.astype(np.int32),
+        value_leaf=node.astype(np.int32),
+        value_length=lengths.astype(np.int32),
+        value_probs=probs,
+    )
+
+
+@dataclass(frozen=True)
+class PathTargets:
+    """Per-step sparse targets of a batch of sampled paths, flat and ready for a batched loss.
+
+    Example b has `lengths[b]` steps; step t of it sits at flat step `step_offsets[b] + t`, predicts
+    `tokens[b, t]` (the completion token, EOS last) from the prefix `tokens[b, :t]`, and has the
+    children `child_token[j]` with targets `child_q[j]` for every j with `child_step[j]` equal to it.
+    """
+
+    tokens: np.ndarray  # int64 [B, max length], padded with -1
+    lengths: np.ndarray  # int64 [B]
+    step_offsets: np.ndarray  # int64 [B + 1]
+    child_step: np.ndarray  # int64 [C]
+    child_token: np.ndarray  # int64 [C]
+    child_q: np.ndarray  # float64 [C]
+
+
+_ARRAYS = (
+    "node_parent",
+    "node_token",
+    "node_mass",
+    "child_start",
+    "child_count",
+    "value_leaf",
+    "value_length",
+    "value_probs",
+)
+
+
+@dataclass(frozen=True)
+class TrieSet:
+    """The tries of many prompts, concatenated; prompt i owns nodes node_offsets[i]:node_offsets[i+1]."""
+
+    ids: np.ndarray  # str [P]
+    node_offsets: np.ndarray  # int64 [P + 1]
+    value_offsets: np.ndarray  # int64 [P + 1]
+    node_parent: np.ndarray
+    node_token: np.ndarray
+    node_mass: np.ndarray
+    child_start: np.ndarray
+    child_count: np.ndarray
+    value_leaf: np.ndarray
+    value_length: np.ndarray
+    value_probs: np.ndarray
+    metadata: dict[str, str | int] = field(default_factory=dict)  # tokenizer, decimals, max_bins
+
+    @classmethod
+    def from_tries(cls, ids: Sequence[str], tries: Sequence[Trie], **metadata: str | int) -> TrieSet:
+        def offsets(sizes: list[int]) -> np.ndarray:
+            return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+
+        return cls(
+            ids=np.array(ids, dtype=str),
+            node_offsets=offsets([t.num_nodes for t in tries]),
+            value_offsets=offsets([len(t.value_probs) for t in tries]),
+            **{name: np.concatenate([getattr(t, name) for t in tries]) for name in _ARRAYS},
+            metadata=metadata,
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def index(self, prompt_id: str) -> int:
+        hits = np.flatnonzero(self.ids == prompt_id)
+        if len(hits) == 0:
+            raise KeyError(f"no trie for prompt id {prompt_id!r}; ids look like {self.ids[0]!r}")
+        return int(hits[0])
+
+    def trie(self, i: int) -> Trie:
+        """The trie of prompt i (array views, no copy)."""
+        nodes = slice(self.node_offsets[i], self.node_offsets[i + 1])
+        values = slice(self.value_offsets[i], self.value_offsets[i + 1])
+        return Trie(**{name: getattr(self, name)[values if name.startswith("value_") else nodes] for name in _ARRAYS})
+
+    def sample_values(self, prompt_index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One value index y ~ P_Y for each entry of `prompt_index` (local to its prompt)."""
+        uniforms = rng.random(len(prompt_index))
+        picks = np.empty(len(prompt_index), dtype=np.int64)
+        for b, (i, u) in enumerate(zip(prompt_index, uniforms, strict=True)):
+            cdf = np.cumsum(self.value_probs[self.value_offsets[i] : self.value_offsets[i + 1]])
+            picks[b] = min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1)
+        return picks
+
+    def path_targets(self, prompt_index: np.ndarray, value_index: np.ndarray) -> PathTargets:
+        """The completion tokens and per-step child targets of one value path per example."""
+        prompt_index = np.asarray(prompt_index, dtype=np.int64)
+        node_base = self.node_offsets[prompt_index]
+        value_pos = self.value_offsets[prompt_index] + np.asarray(value_index, dtype=np.int64)
+        lengths = self.value_length[value_pos].astype(np.int64)
+        batch, width = len(lengths), int(lengths.max())
+
+        # path[b, t] = global id of the node at depth t of example b, walking up from the leaf
+        path = np.zeros((batch, width + 1), dtype=np.int64)
+        path[np.arange(batch), lengths] = node_base + self.value_leaf[value_pos]
+        for depth in range(width, 0, -1):
+            below = np.flatnonzero(lengths >= depth)
+            path[below, depth - 1] = node_base[below] + self.node_parent[path[below, depth]]
+        path[:, 0] = node_base  # roots
+
+        in_path = np.arange(width) < lengths[:, None]
+        tokens = np.where(in_path, self.node_token[path[:, 1:]], -1).astype(np.int64)
+        prefixes = path[:, :-1][in_path]  # flat steps, example-major
+        counts = self.child_count[prefixes].astype(np.int64)
+        step_of_child = np.repeat(np.arange(len(prefixes)), counts)
+        first = node_base[np.repeat(np.arange(batch), lengths)] + self.child_start[prefixes]
+        rank = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        kids = np.repeat(first, counts) + rank
+        return PathTargets(
+            tokens=tokens,
+            lengths=lengths,
+            step_offsets=np.concatenate(([0], np.cumsum(lengths))),
+            child_step=step_of_child,
+            child_token=self.node_token[kids].astype(np.int64),
+            child_q=self.node_mass[kids] / self.node_mass[prefixes][step_of_child],
+        )
+
+    def save(self, path: str | os.PathLike) -> None:
+        names = ("ids", "node_offsets", "value_offsets", *_ARRAYS)
+        save_npz(path, {name: getattr(self, name) for name in names}, self.metadata)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TrieSet:
+        arrays, metadata = load_npz(path)
+        return cls(**arrays, metadata=metadata)
+
+
+def trie_set_for_spaces(tokenizer, spaces: SpaceSet) -> TrieSet:
+    """The tries of every space of a SpaceSet; each space is tokenized in one batched call."""
+    tries = [
+        build_trie(tokenize_values(tokenizer, spaces.space(i).strings()), spaces.space(i).probs)
+        for i in tqdm(range(len(spaces)), desc="tries", unit="prompt", mininterval=2)
+    ]
+    return TrieSet.from_tries(spaces.ids, tries, **spaces.metadata, tokenizer=tokenizer.name_or_path)

@@ -1,0 +1,34 @@
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, trainers
+from transformers import PreTrainedTokenizerFast
+
+from calibft.grid import prompts
+from calibft.output_space import build_output_space
+
+
+def _number_corpus() -> list[str]:
+    """Canonical strings of a spread of prompts: what a tokenizer of numbers should learn merges from."""
+    corpus = []
+    for p in prompts("train")[::97]:
+        corpus += build_output_space(p.family, p.params, 3, 300).strings()
+    return corpus
+
+
+def make_bpe_tokenizer(eos: str | None = "</s>", vocab_size: int = 120) -> PreTrainedTokenizerFast:
+    """A BPE tokenizer whose merges join digits, so canonical strings take 1 to 8 tokens of varied shapes."""
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    specials = ["<unk>"] + ([eos] if eos else [])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
+    tokenizer.train_from_iterator(_number_corpus(), trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=eos, unk_token="<unk>")
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer() -> PreTrainedTokenizerFast:
+    return make_bpe_tokenizer()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)

@@ -1,0 +1,54 @@
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from calibft.grid import TRAIN_AXES, prompts, render_prompt, select
+
+AUTHORS = json.loads((Path(__file__).parent / "fixtures" / "authors_artifact.json").read_text())
+
+
+@pytest.mark.parametrize("split", ["train", "unseen", "ood"])
+def test_prompt_texts_are_byte_identical_to_the_authors_artifact(split):
+    expected = AUTHORS["prompts"][split]
+    texts = [p.prompt for p in prompts(split)]
+    assert len(texts) == expected["count"]
+    assert texts[0] == expected["first"] and texts[-1] == expected["last"]
+    assert hashlib.sha256("\n".join(texts).encode()).hexdigest() == expected["sha256"]
+
+
+def test_training_grid_counts_per_family():
+    counts = Counter(p.family for p in prompts("train"))
+    assert sum(counts.values()) == 1988
+    assert list(counts) == list(TRAIN_AXES)
+    assert counts["triangular"] == 125 and counts["hypergeometric"] == 45 and counts["student_t"] == 12
+
+
+def test_evaluation_sets_cover_the_right_families():
+    unseen, ood = prompts("unseen"), prompts("ood")
+    assert [p.family for p in unseen] == list(TRAIN_AXES)
+    assert Counter(p.family for p in ood) == {f: 3 for f in ("bernoulli", "poisson", "weibull", "maxwell", "chi", "truncnorm")}
+
+
+def test_float_artifacts_and_banker_rounding_are_kept():
+    train = {p.id: p for p in prompts("train")}
+    assert "b=-1.5999999999999996" in " ".join(p.prompt for p in train.values())
+    # hypergeometric K = round(M * fraction) with banker's rounding: 30 * 0.35 = 10.5 -> 10
+    assert train["hypergeometric-001"].params == {"M": 30.0, "K": 10.0, "N": 5.0}
+    assert render_prompt("exponential", {"lambda": 7}) == (
+        "Generate exactly ONE random number from a Exponential distribution with parameters lambda=7.0. "
+        "Output ONLY the number."
+    )
+
+
+def test_ids_are_unique_stable_and_selectable():
+    train = prompts("train")
+    assert len({p.id for p in train}) == len(train)
+    assert train[0].id == "uniform-000" and train[-1].id == "inverse_gaussian-120"
+    assert [p.id for p in select(train, ["gaussian-003", "uniform-000"])] == ["gaussian-003", "uniform-000"]
+    with pytest.raises(KeyError, match="gaussian-999"):
+        select(train, ["gaussian-999"])
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        prompts("test")

@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from calibft.grid import prompts
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.trie import TrieSet, build_trie, tokenize_values, trie_set_for_spaces
+from tests.conftest import make_bpe_tokenizer
+from tests.reference import ReferenceTrie
+
+SAMPLE = prompts("train")[::83] + prompts("unseen")[::5] + prompts("ood")[::4]
+
+
+@pytest.fixture(scope="module")
+def sample_spaces():
+    return SpaceSet.from_spaces([p.id for p in SAMPLE], spaces_for_prompts(SAMPLE, 5, 1001), decimals=5, max_bins=1001)
+
+
+@pytest.fixture(scope="module")
+def sample_tries(bpe_tokenizer, sample_spaces):
+    return trie_set_for_spaces(bpe_tokenizer, sample_spaces)
+
+
+def test_every_prefix_matches_the_dict_reference(bpe_tokenizer, sample_spaces, sample_tries):
+    for i in range(len(sample_spaces)):
+        space, trie = sample_spaces.space(i), sample_tries.trie(i)
+        reference = ReferenceTrie(bpe_tokenizer, space.strings(), space.probs.tolist())
+        inner = np.flatnonzero(trie.child_count > 0)
+        assert len(inner) == len(reference.next_mass)
+        for node in inner:
+            tokens, q = trie.children(node)
+            expected = reference.q(tuple(trie.prefix_tokens(node).tolist()))
+            assert dict(zip(tokens.tolist(), q.tolist(), strict=True)) == pytest.approx(expected, abs=1e-12)
+        for value in range(len(space.probs)):
+            assert tuple(trie.value_tokens(value).tolist()) == reference.sequences[value]
+
+
+def test_q_sums_to_one_and_path_products_give_the_mass(sample_tries):
+    for i in range(len(sample_tries)):
+        trie = sample_tries.trie(i)
+        for node in np.flatnonzero(trie.child_count > 0):
+            assert trie.children(node)[1].sum() == pytest.approx(1.0, abs=1e-12)
+        for value in range(len(trie.value_probs)):
+            nodes = trie.ancestors(int(trie.value_leaf[value]))
+            q = [dict(zip(*trie.children(parent), strict=True))[trie.node_token[child]] for parent, child in zip(nodes[:-1], nodes[1:], strict=True)]  # fmt: skip
+            assert np.prod(q) == pytest.approx(trie.value_probs[value], rel=1e-9)
+
+
+def test_path_targets_are_the_trie_children_along_each_path(sample_tries, rng):
+    prompt_index = rng.integers(0, len(sample_tries), 16)
+    values = sample_tries.sample_values(prompt_index, rng)
+    targets = sample_tries.path_targets(prompt_index, values)
+    assert targets.step_offsets[-1] == targets.lengths.sum()
+    for b, (i, v) in enumerate(zip(prompt_index, values, strict=True)):
+        trie = sample_tries.trie(i)
+        nodes = trie.ancestors(int(trie.value_leaf[v]))
+        assert targets.tokens[b, : targets.lengths[b]].tolist() == trie.value_tokens(v).tolist()
+        assert (targets.tokens[b, targets.lengths[b] :] == -1).all()
+        for t, node in enumerate(nodes[:-1]):
+            rows = targets.child_step == targets.step_offsets[b] + t
+            tokens, q = trie.children(node)
+            assert targets.child_token[rows].tolist() == tokens.tolist()
+            np.testing.assert_allclose(targets.child_q[rows], q, rtol=1e-12)
+
+
+def test_sampled_values_follow_the_output_space(sample_tries):
+    """Chi-square goodness of fit of 20000 draws against P_Y (seeded, so not flaky)."""
+    i = 1
+    probs = sample_tries.trie(i).value_probs
+    draws = sample_tries.sample_values(np.full(20000, i), np.random.default_rng(7))
+    counts = np.bincount(draws, minlength=len(probs))
+    keep = probs * 20000 >= 5  # pool the sparse cells, as the test requires
+    observed = np.append(counts[keep], counts[~keep].sum())
+    expected = np.append(probs[keep], probs[~keep].sum()) * 20000
+    assert stats.chisquare(observed[expected > 0], expected[expected > 0]).pvalue > 1e-3
+
+
+def test_same_seed_same_paths(sample_tries):
+    index = np.arange(len(sample_tries))
+    first = sample_tries.sample_values(index, np.random.default_rng(11))
+    assert (first == sample_tries.sample_values(index, np.random.default_rng(11))).all()
+
+
+def test_save_and_load_round_trip(sample_tries, tmp_path):
+    sample_tries.save(tmp_path / "t.npz")
+    loaded = TrieSet.load(tmp_path / "t.npz")
+    assert loaded.metadata == sample_tries.metadata and loaded.metadata["decimals"] == 5
+    for name in ("ids", "node_parent", "node_mass", "child_start", "value_leaf"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(sample_tries, name))
+    assert loaded.index(SAMPLE[3].id) == 3
+    with pytest.raises(KeyError, match="no trie for prompt id"):
+        loaded.index("nope-000")
+
+
+def test_hand_built_trie():
+    trie = build_trie([[1, 2, 9], [1, 3, 9], [4, 9]], np.array([0.2, 0.3, 0.5]))
+    assert trie.children(0)[0].tolist() == [1, 4]
+    np.testing.assert_allclose(trie.children(0)[1], [0.5, 0.5])
+    np.testing.assert_allclose(trie.children(1)[1], [0.4, 0.6])
+    assert trie.value_tokens(2).tolist() == [4, 9]
+
+
+def test_tokenizer_without_eos_is_refused():
+    with pytest.raises(ValueError, match="has no EOS token"):
+        tokenize_values(make_bpe_tokenizer(eos=None), ["1.0"])

@@ -1,0 +1,10 @@
+from calibft.models import load_tokenizer
+from calibft.output_space import SpaceSet
+from calibft.runlog import log_to
+from calibft.trie import trie_set_for_spaces
+
+log = log_to(snakemake.log[0])
+tokenizer = load_tokenizer(snakemake.params.tokenizer)
+tries = trie_set_for_spaces(tokenizer, SpaceSet.load(snakemake.input.space))
+tries.save(snakemake.output[0])
+log.info("%d tries, %d nodes in all, %s", len(tries), len(tries.node_parent), tries.metadata)
