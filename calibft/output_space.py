@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,6 +19,7 @@ from tqdm import tqdm
 from calibft.families import family
 from calibft.grid import Prompt
 from calibft.io import load_npz, save_npz
+from calibft.ragged import concatenate_fields, index_of, offsets
 
 QUANTILE_RANGE = (0.001, 0.999)
 FALLBACK_RANGE = (-10.0, 10.0)
@@ -126,13 +127,19 @@ def format_grid(ks: np.ndarray, decimals: int) -> np.ndarray:
 
 def spaces_for_prompts(prompts: Sequence[Prompt], decimals: int, max_bins: int, threads: int = 1) -> list[OutputSpace]:
     """The output spaces of many prompts, in order, over `threads` processes."""
+    return list(iter_spaces(prompts, decimals, max_bins, threads))
+
+
+def iter_spaces(prompts: Sequence[Prompt], decimals: int, max_bins: int, threads: int = 1) -> Iterator[OutputSpace]:
+    """The output spaces of many prompts as they are built, in order, over `threads` processes."""
     check_space_settings(decimals, max_bins)
     build = partial(_space_of_prompt, decimals=decimals, max_bins=max_bins)
     progress = partial(tqdm, total=len(prompts), desc="output spaces", unit="prompt", mininterval=2)
     if threads <= 1:
-        return list(progress(map(build, prompts)))
+        yield from progress(map(build, prompts))
+        return
     with ProcessPoolExecutor(threads) as pool:
-        return list(progress(pool.map(build, prompts, chunksize=64)))
+        yield from progress(pool.map(build, prompts, chunksize=64))
 
 
 def _space_of_prompt(prompt: Prompt, decimals: int, max_bins: int) -> OutputSpace:
@@ -150,18 +157,16 @@ class SpaceSet:
     metadata: dict[str, str | int] = field(default_factory=dict)  # decimals, max_bins
 
     @classmethod
-    def from_spaces(cls, ids: Sequence[str], spaces: Sequence[OutputSpace], **metadata: str | int) -> SpaceSet:
-        sizes = [len(s.probs) for s in spaces]
-        return cls(
-            ids=np.array(ids, dtype=str),
-            offsets=np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
-            values=np.concatenate([s.values for s in spaces]),
-            probs=np.concatenate([s.probs for s in spaces]),
-            metadata=metadata,
-        )
+    def from_spaces(cls, ids: Sequence[str], spaces: Iterable[OutputSpace], **metadata: str | int) -> SpaceSet:
+        """Concatenate spaces (any iterable, consumed once), with bounded peak memory."""
+        arrays, sizes = concatenate_fields(spaces, ("values", "probs"))
+        return cls(ids=np.array(ids, dtype=str), offsets=offsets(sizes["probs"]), **arrays, metadata=metadata)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def index(self, prompt_id: str) -> int:
+        return index_of(self.ids, prompt_id)
 
     def space(self, i: int) -> OutputSpace:
         part = slice(self.offsets[i], self.offsets[i + 1])

@@ -1,8 +1,16 @@
+import os
 import sys
 
 from snakemake.utils import validate
 
+# `calibft` is importable here and in every job, conda environments included (they pin its dependencies
+# only); a job on a cluster node parses this file again and so sets the same path.
 sys.path.insert(0, workflow.basedir)
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")])
+    )
+)
 
 from calibft.config import check_config, tokenizer_source  # noqa: E402
 

@@ -1,7 +1,8 @@
 """Plain, obviously correct implementations kept as oracles for the fast library code.
 
 `reference_space` follows REFERENCE section 4 word by word: it materializes the full decimal grid and
-loops over bins in Python (SciPy is called on whole arrays, only to keep the tests fast). `ReferenceTrie` encodes every string on its own and keeps dicts of masses.
+loops over bins in Python (SciPy is called on whole arrays, only to keep the tests fast).
+`ReferenceTrie` encodes every string on its own and keeps dicts of masses.
 """
 
 import math
@@ -62,7 +63,7 @@ class ReferenceTrie:
         self.next_mass: dict[tuple, dict[int, float]] = defaultdict(lambda: defaultdict(float))
         self.sequences = []
         for text, p in zip(strings, probs, strict=True):
-            ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+            ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
             self.sequences.append(tuple(ids))
             for t in range(len(ids)):
                 self.prefix_mass[tuple(ids[:t])] += p

@@ -14,7 +14,12 @@ def test_registry_matches_the_paper_table():
     assert tiers[1] == ["bernoulli", "gaussian", "uniform"]
     assert len(tiers[2]) == 11 and len(tiers[3]) == 16
     assert sorted(f.id for f in FAMILIES.values() if f.held_out) == [
-        "bernoulli", "chi", "maxwell", "poisson", "truncnorm", "weibull"
+        "bernoulli",
+        "chi",
+        "maxwell",
+        "poisson",
+        "truncnorm",
+        "weibull",
     ]
     assert sorted(f.id for f in FAMILIES.values() if f.integer) == [
         "bernoulli", "beta_binomial", "binomial", "geometric", "hypergeometric",

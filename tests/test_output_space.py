@@ -100,7 +100,7 @@ def test_format_grid_equals_fstring_of_the_float():
 
 @pytest.mark.parametrize("decimals,bins", [(-1, 10), (9, 10), (2, 1), (2.5, 10)])
 def test_bad_settings_are_refused(decimals, bins):
-    with pytest.raises(ValueError, match="decimals|max_bins"):
+    with pytest.raises(ValueError, match=r"decimals|max_bins"):
         check_space_settings(decimals, bins)
 
 

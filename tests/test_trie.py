@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -41,9 +43,11 @@ def test_q_sums_to_one_and_path_products_give_the_mass(sample_tries):
         for node in np.flatnonzero(trie.child_count > 0):
             assert trie.children(node)[1].sum() == pytest.approx(1.0, abs=1e-12)
         for value in range(len(trie.value_probs)):
-            nodes = trie.ancestors(int(trie.value_leaf[value]))
-            q = [dict(zip(*trie.children(parent), strict=True))[trie.node_token[child]] for parent, child in zip(nodes[:-1], nodes[1:], strict=True)]  # fmt: skip
-            assert np.prod(q) == pytest.approx(trie.value_probs[value], rel=1e-9)
+            q_along_path = [
+                dict(zip(*trie.children(parent), strict=True))[trie.node_token[child]]
+                for parent, child in itertools.pairwise(trie.ancestors(int(trie.value_leaf[value])))
+            ]
+            assert np.prod(q_along_path) == pytest.approx(trie.value_probs[value], rel=1e-9)
 
 
 def test_path_targets_are_the_trie_children_along_each_path(sample_tries, rng):
@@ -88,7 +92,7 @@ def test_save_and_load_round_trip(sample_tries, tmp_path):
     for name in ("ids", "node_parent", "node_mass", "child_start", "value_leaf"):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(sample_tries, name))
     assert loaded.index(SAMPLE[3].id) == 3
-    with pytest.raises(KeyError, match="no trie for prompt id"):
+    with pytest.raises(KeyError, match="no prompt with id 'nope-000'"):
         loaded.index("nope-000")
 
 

@@ -1,0 +1,32 @@
+# Two commands on a fresh machine (each sets everything up first):
+#   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo
+#   make test   # the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint benchmark
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first and alone: where a CPU wheel of this release is provided locally pip takes it, elsewhere
+	# it is the ordinary (CUDA) wheel; the constraints then keep it.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[workflow,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/snakemake --profile profiles/demo
+
+test: $(STAMP)
+	$(BIN)/pytest -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/snakefmt --check . && $(BIN)/snakemake --lint
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/data_layer.py

@@ -1,0 +1,121 @@
+"""The workflow as its users meet it: dry runs, schema validation, lint, and a real demo run of the data layer."""
+
+import copy
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from calibft.grid import prompts
+from calibft.io import read_jsonl
+from calibft.output_space import SpaceSet, build_output_space
+from calibft.trie import TrieSet
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
+
+
+def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:")[1].split("\n\n")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def test_paper_dry_run_on_slurm_plans_the_data_jobs():
+    result = snakemake("-n", "--profile", "profiles/slurm", "all")
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries
+    assert counts == {"prompts": 3, "output_space": 4, "trie": 12, "all": 1, "total": 20}
+    assert "build_tiny_model" not in result.stdout
+
+
+def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
+    result = snakemake("-n", "--profile", "profiles/demo")
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout) == {
+        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "all": 1, "total": 12
+    }  # fmt: skip
+
+
+def _config_with(tmp_path: Path, edit) -> Path:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    edit(config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda c: c["output_spaces"]["soft"].update(decimals=12), r"12 is greater than the maximum of 8"),
+        (lambda c: c["output_spaces"]["eval"].pop("max_bins"), r"'max_bins' is a required property"),
+        (lambda c: c.update(learning_rate=0.1), r"Additional properties are not allowed \('learning_rate'"),
+        (lambda c: c["models"]["qwen3_4b"].update(tokenizer="qwen"), r"models\.qwen3_4b\.tokenizer is 'qwen'"),
+        (lambda c: c["tries"].update(coarse=["train"]), r"tries\.coarse names no output space"),
+    ],
+)
+def test_malformed_config_fails_before_any_job(tmp_path, edit, message):
+    bad = _config_with(tmp_path, edit)
+    result = snakemake("-n", "--configfile", str(bad), "--replace-workflow-config", "all")
+    assert result.returncode != 0
+    assert re.search(message, result.stdout + result.stderr), result.stderr[-2000:]
+    assert "Job stats" not in result.stdout
+
+
+def test_lint_and_format_are_clean():
+    lint = snakemake("--lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stderr
+
+
+def test_conda_environment_pins_match_the_constraints():
+    pins = dict(line.split("==") for line in (REPO / "constraints.txt").read_text().split() if "==" in line)
+    env = yaml.safe_load((REPO / "envs" / "calibft.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    for requirement in pip:
+        name, version = requirement.split("==")
+        assert pins[name] == version, name
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    """`snakemake --profile profiles/demo data` for real, in a scratch folder, with a quickly trained tiny model."""
+    workdir = tmp_path_factory.mktemp("demo")
+    demo = yaml.safe_load((REPO / "profiles" / "demo" / "demo.yaml").read_text())
+    quick = copy.deepcopy(demo)
+    quick["tiny_models"]["tiny"].update(train_steps=20)
+    (workdir / "demo.yaml").write_text(yaml.safe_dump(quick))
+    result = snakemake(
+        "--profile", str(REPO / "profiles" / "demo"), "--configfile", str(workdir / "demo.yaml"),
+        "--directory", str(workdir), "--snakefile", str(REPO / "Snakefile"), "data",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return workdir
+
+
+def test_demo_run_writes_the_data_layer(demo_data):
+    for split in ("train", "unseen", "ood"):
+        records = read_jsonl(demo_data / "results" / "prompts" / f"{split}.jsonl")
+        assert [r["prompt"] for r in records] == [p.prompt for p in prompts(split)]
+    spaces = SpaceSet.load(demo_data / "results" / "output_spaces" / "eval" / "ood.npz")
+    assert spaces.metadata == {"decimals": 5, "max_bins": 16384}
+    expected = build_output_space("chi", {"df": 10.0}, 5, 16384)
+    assert spaces.space(spaces.index("chi-002")).strings() == expected.strings()
+    tries = TrieSet.load(demo_data / "results" / "tries" / "tiny" / "soft" / "train.npz")
+    assert len(tries) == 1988 and tries.metadata["max_bins"] == 1001
+    assert tries.metadata["tokenizer"] == "results/models/tiny"
+    trie = tries.trie(tries.index("gaussian-060"))
+    np.testing.assert_allclose(trie.node_mass[0], 1.0)
+    for name in ("prompts/train", "output_spaces/soft/train", "tries/tiny/soft/train", "models/tiny"):
+        assert (demo_data / "logs" / f"{name}.log").is_file(), name
