@@ -12,18 +12,34 @@ def offsets(sizes: list[int]) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
 
 
-def concatenate_fields(records: Iterable, names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
+def concatenate_fields(
+    records: Iterable, names: tuple[str, ...], block: int = 256
+) -> tuple[dict[str, np.ndarray], dict[str, list[int]]]:
     """Concatenate the array fields `names` of every record (an iterable consumed once).
 
-    Returns the concatenated arrays and each field's per-record sizes. The pieces of a field are released
-    as soon as it is concatenated, so the peak stays near one copy of the data plus one field.
+    Returns the concatenated arrays and each field's per-record sizes. Records are first gathered into
+    blocks of `block`, so the many small pieces are freed (and their memory reused) as they come; the
+    blocks of a field are released as soon as the field is concatenated. The peak stays near one copy.
     """
-    pieces: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    blocks: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    pending: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    sizes: dict[str, list[int]] = {name: [] for name in names}
+
+    def flush() -> None:
+        for name in names:
+            if pending[name]:
+                blocks[name].append(np.concatenate(pending[name]))
+                pending[name].clear()
+
     for record in records:
         for name in names:
-            pieces[name].append(getattr(record, name))
-    sizes = {name: [len(piece) for piece in pieces[name]] for name in names}
-    return {name: np.concatenate(pieces.pop(name)) for name in names}, sizes
+            piece = getattr(record, name)
+            pending[name].append(piece)
+            sizes[name].append(len(piece))
+        if len(pending[names[0]]) == block:
+            flush()
+    flush()
+    return {name: np.concatenate(blocks.pop(name)) for name in names}, sizes
 
 
 def index_of(ids: np.ndarray, record_id: str) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from tokenizers import Encoding
 from tqdm import tqdm
 
 from calibft.io import load_npz, save_npz
@@ -61,33 +62,69 @@ class Trie:
         return self.prefix_tokens(int(self.value_leaf[value]))
 
 
-def tokenize_values(tokenizer, values: Sequence[str]) -> list[list[int]]:
-    """Token ids of every canonical string, each encoded alone, in one batched call; EOS appended."""
+@dataclass(frozen=True)
+class TokenizedValues:
+    """Token ids of canonical strings, EOS included, as a padded matrix."""
+
+    tokens: np.ndarray  # int32 [M, max length], padded with -1
+    lengths: np.ndarray  # int64 [M]
+
+    def __getitem__(self, rows) -> TokenizedValues:
+        return TokenizedValues(self.tokens[rows], self.lengths[rows])
+
+    @classmethod
+    def from_lists(cls, token_ids: Sequence[Sequence[int]]) -> TokenizedValues:
+        lengths = np.fromiter(map(len, token_ids), dtype=np.int64, count=len(token_ids))
+        return cls(_pad(np.concatenate([np.asarray(ids, dtype=np.int32) for ids in token_ids]), lengths), lengths)
+
+
+def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 16384) -> TokenizedValues:
+    """Every canonical string (str, or ASCII bytes) encoded alone, no special tokens, EOS appended.
+
+    Batched calls of `chunk` strings keep the tokenizer's own buffers small. With a Rust ("fast")
+    tokenizer each batch is encoded on every core and its ids are read back in one piece
+    (`Encoding.merge`) rather than one Python list per string.
+    """
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no EOS token; a trie needs one to end every value")
     backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch_fast"):
-        # the Rust tokenizer without offsets: the same ids as tokenizer(values), at half the cost
-        encoded = [e.ids for e in backend.encode_batch_fast(list(values), add_special_tokens=False)]
-    else:
-        encoded = tokenizer(list(values), add_special_tokens=False)["input_ids"]
-    return [[*ids, eos] for ids in encoded]
+    values = np.asarray(values)
+    ids, lengths = [], []
+    for start in range(0, len(values), chunk):
+        batch = values[start : start + chunk]
+        batch = (np.strings.decode(batch, "ascii") if batch.dtype.kind == "S" else batch).tolist()
+        if backend is not None:
+            encodings = backend.encode_batch_fast(batch, add_special_tokens=False)
+            ids.append(np.array(Encoding.merge(encodings, growing_offsets=False).ids, dtype=np.int32))
+            lengths.append(np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings)))
+        else:
+            encoded = tokenizer(batch, add_special_tokens=False)["input_ids"]
+            ids.append(np.array([t for seq in encoded for t in seq], dtype=np.int32))
+            lengths.append(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    lengths = np.concatenate(lengths)
+    tokens = _pad(np.concatenate(ids), lengths, extra=1)
+    tokens[np.arange(len(lengths)), lengths] = eos
+    return TokenizedValues(tokens, lengths + 1)
 
 
-def build_trie(token_ids: Sequence[Sequence[int]], probs: np.ndarray) -> Trie:
-    """The trie of the sequences `token_ids` with masses `probs`, built depth by depth, vectorized."""
+def _pad(flat: np.ndarray, lengths: np.ndarray, extra: int = 0) -> np.ndarray:
+    """Rows of `lengths` tokens taken in order from `flat`, padded with -1 to the longest (+ `extra`)."""
+    width = int(lengths.max()) + extra
+    tokens = np.full((len(lengths), width), -1, dtype=np.int32)
+    tokens[np.arange(width) < lengths[:, None]] = flat
+    return tokens
+
+
+def build_trie(values: TokenizedValues, probs: np.ndarray) -> Trie:
+    """The trie of tokenized values with masses `probs`, built depth by depth, vectorized."""
     probs = np.asarray(probs, dtype=np.float64)
-    lengths = np.fromiter((len(ids) for ids in token_ids), dtype=np.int64, count=len(token_ids))
-    width = int(lengths.max())
-    tokens = np.full((len(token_ids), width), -1, dtype=np.int64)
-    tokens[np.arange(width) < lengths[:, None]] = np.concatenate([np.asarray(ids) for ids in token_ids])
-
+    tokens, lengths = values.tokens.astype(np.int64), values.lengths
     vocab = int(tokens.max()) + 1
     parents, toks, masses = [np.array([-1])], [np.array([-1])], [np.array([probs.sum()])]
-    node = np.zeros(len(token_ids), dtype=np.int64)  # the current node of every value
+    node = np.zeros(len(lengths), dtype=np.int64)  # the current node of every value
     num_nodes = 1
-    for depth in range(width):
+    for depth in range(int(lengths.max())):
         alive = np.flatnonzero(lengths > depth)
         # one int64 key per (parent, token): sorting it sorts by parent, then token
         keys = node[alive] * vocab + tokens[alive, depth]
@@ -237,13 +274,15 @@ class TrieSet:
 
 
 def trie_set_for_spaces(tokenizer, spaces: SpaceSet) -> TrieSet:
-    """The tries of every space of a SpaceSet, one batched encode per space.
+    """The tries of every space of a SpaceSet.
 
-    One process: the Rust tokenizer already encodes a batch on every core, and worker processes would
-    each hold another copy of the tokenizer's libraries.
+    A string that several prompts share (integers, round values) is encoded once: all distinct strings
+    go through the tokenizer in a few large batches, then each prompt's trie is built from its rows.
     """
+    distinct, row_of_value = np.unique(spaces.values, return_inverse=True)
+    tokenized = tokenize_values(tokenizer, distinct)
     tries = (
-        build_trie(tokenize_values(tokenizer, spaces.space(i).strings()), spaces.space(i).probs)
+        build_trie(tokenized[row_of_value[spaces.offsets[i] : spaces.offsets[i + 1]]], spaces.space(i).probs)
         for i in tqdm(range(len(spaces)), desc="tries", unit="prompt", mininterval=2)
     )
     return TrieSet.from_tries(spaces.ids, tries, **spaces.metadata, tokenizer=tokenizer.name_or_path)

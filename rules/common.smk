@@ -70,3 +70,8 @@ def data_resources(name):
 
 def tiny_model_settings(wildcards):
     return config["tiny_models"][wildcards.name]
+
+
+def tiny_model_threads(wildcards):
+    """The build's torch threads are a setting of the model: its weights depend on them."""
+    return config["tiny_models"][wildcards.name].get("num_threads", 1)

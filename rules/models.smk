@@ -7,7 +7,7 @@ rule build_tiny_model:
         "benchmarks/results/models/{name}.tsv"
     conda:
         "../envs/calibft.yaml"
-    threads: data_resources("threads")
+    threads: tiny_model_threads
     resources:
         mem_mb=data_resources("mem_mb"),
         runtime=data_resources("runtime"),

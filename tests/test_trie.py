@@ -6,7 +6,7 @@ from scipy import stats
 
 from calibft.grid import prompts
 from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import TrieSet, build_trie, tokenize_values, trie_set_for_spaces
+from calibft.trie import TokenizedValues, TrieSet, build_trie, tokenize_values, trie_set_for_spaces
 from tests.conftest import make_bpe_tokenizer
 from tests.reference import ReferenceTrie
 
@@ -97,7 +97,7 @@ def test_save_and_load_round_trip(sample_tries, tmp_path):
 
 
 def test_hand_built_trie():
-    trie = build_trie([[1, 2, 9], [1, 3, 9], [4, 9]], np.array([0.2, 0.3, 0.5]))
+    trie = build_trie(TokenizedValues.from_lists([[1, 2, 9], [1, 3, 9], [4, 9]]), np.array([0.2, 0.3, 0.5]))
     assert trie.children(0)[0].tolist() == [1, 4]
     np.testing.assert_allclose(trie.children(0)[1], [0.5, 0.5])
     np.testing.assert_allclose(trie.children(1)[1], [0.4, 0.6])
@@ -107,3 +107,22 @@ def test_hand_built_trie():
 def test_tokenizer_without_eos_is_refused():
     with pytest.raises(ValueError, match="has no EOS token"):
         tokenize_values(make_bpe_tokenizer(eos=None), ["1.0"])
+
+
+class _ListTokenizer:
+    """A tokenizer without a Rust backend: only `__call__` returning lists of ids, like the slow ones."""
+
+    def __init__(self, fast):
+        self.fast, self.eos_token_id, self.name_or_path = fast, fast.eos_token_id, "list-tokenizer"
+
+    def __call__(self, texts, add_special_tokens):
+        return {"input_ids": [self.fast.encode(t, add_special_tokens=add_special_tokens) for t in texts]}
+
+
+def test_batched_encoding_equals_one_encode_per_string_on_both_paths(bpe_tokenizer, sample_spaces):
+    strings = sample_spaces.space(2).strings()
+    expected = [[*bpe_tokenizer.encode(s, add_special_tokens=False), bpe_tokenizer.eos_token_id] for s in strings]
+    for tokenizer in (bpe_tokenizer, _ListTokenizer(bpe_tokenizer)):
+        tokenized = tokenize_values(tokenizer, strings, chunk=100)  # several chunks
+        rows = [row[:length].tolist() for row, length in zip(tokenized.tokens, tokenized.lengths, strict=True)]
+        assert rows == expected
