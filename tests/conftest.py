@@ -29,6 +29,15 @@ def bpe_tokenizer() -> PreTrainedTokenizerFast:
     return make_bpe_tokenizer()
 
 
+@pytest.fixture(scope="session")
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """The demo model's tokenizer: byte-level BPE with single digits, EOS `<|im_end|>`, as Qwen3's."""
+    from calibft.tiny_model import TinyModelSettings, train_tokenizer, training_chats
+
+    settings = TinyModelSettings()
+    return train_tokenizer(training_chats(), settings.vocab_size, settings.max_position_embeddings)
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

@@ -23,10 +23,13 @@ def sample_tries(bpe_tokenizer, sample_spaces):
     return trie_set_for_spaces(bpe_tokenizer, sample_spaces)
 
 
-def test_every_prefix_matches_the_dict_reference(bpe_tokenizer, sample_spaces, sample_tries):
+@pytest.mark.parametrize("tokenizer_name", ["bpe_tokenizer", "tiny_tokenizer"])
+def test_every_prefix_matches_the_dict_reference(request, tokenizer_name, sample_spaces):
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    tries = trie_set_for_spaces(tokenizer, sample_spaces)
     for i in range(len(sample_spaces)):
-        space, trie = sample_spaces.space(i), sample_tries.trie(i)
-        reference = ReferenceTrie(bpe_tokenizer, space.strings(), space.probs.tolist())
+        space, trie = sample_spaces.space(i), tries.trie(i)
+        reference = ReferenceTrie(tokenizer, space.strings(), space.probs.tolist())
         inner = np.flatnonzero(trie.child_count > 0)
         assert len(inner) == len(reference.next_mass)
         for node in inner:
