@@ -238,13 +238,12 @@ class TrieSet:
         lengths = self.value_length[value_pos].astype(np.int64)
         batch, width = len(lengths), int(lengths.max())
 
-        # path[b, t] = global id of the node at depth t of example b, walking up from the leaf
+        # path[b, t] = global id of the node at depth t of example b, walking up from the leaf to the root
         path = np.zeros((batch, width + 1), dtype=np.int64)
         path[np.arange(batch), lengths] = node_base + self.value_leaf[value_pos]
         for depth in range(width, 0, -1):
             below = np.flatnonzero(lengths >= depth)
             path[below, depth - 1] = node_base[below] + self.node_parent[path[below, depth]]
-        path[:, 0] = node_base  # roots
 
         in_path = np.arange(width) < lengths[:, None]
         tokens = np.where(in_path, self.node_token[path[:, 1:]], -1).astype(np.int64)

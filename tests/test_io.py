@@ -1,0 +1,32 @@
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from calibft.io import atomic_path, load_npz, read_jsonl, save_npz, write_jsonl
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.jsonl"
+    write_jsonl(target, [{"a": 1}])
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half written")
+        raise RuntimeError("job killed")
+    assert read_jsonl(target) == [{"a": 1}]  # the old output is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temporary file left behind
+
+
+def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
+    old = os.umask(0o022)
+    try:
+        write_jsonl(tmp_path / "x.jsonl", [])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "x.jsonl").stat().st_mode) == 0o644
+
+
+def test_npz_round_trip_with_metadata(tmp_path):
+    save_npz(tmp_path / "a.npz", {"x": np.arange(3)}, {"decimals": 5, "tokenizer": "t"})
+    arrays, metadata = load_npz(tmp_path / "a.npz")
+    assert arrays["x"].tolist() == [0, 1, 2] and metadata == {"decimals": 5, "tokenizer": "t"}
