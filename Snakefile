@@ -11,16 +11,24 @@ configfile: "config.yaml"
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
+include: "rules/train.smk"
 
 
 rule all:
     default_target: True
     input:
         data_outputs(),
+        adapter_outputs(),
     localrule: True
 
 
 rule data:
     input:
         data_outputs(),
+    localrule: True
+
+
+rule adapters:
+    input:
+        adapter_outputs(),
     localrule: True

@@ -19,6 +19,18 @@ def check_config(config: dict) -> None:
             raise ValueError(
                 f"tries.{space} asks for splits {missing} that output_spaces.{space}.splits does not build"
             )
+    check_recipes(config)
+
+
+def check_recipes(config: dict) -> None:
+    for name, recipe in config["recipes"].items():
+        space = recipe["space"]
+        if "train" not in config["output_spaces"].get(space, {}).get("splits", []):
+            raise ValueError(
+                f"recipes.{name}.space is {space!r}: it must name an output space built for the train split"
+            )
+        if recipe["objective"] == "soft" and "train" not in config["tries"].get(space, []):
+            raise ValueError(f"recipes.{name} trains the soft objective on {space!r}: add train to tries.{space}")
 
 
 def tokenizer_source(config: dict, tokenizer: str) -> str:

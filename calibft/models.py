@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _gated(name_or_path: str | Path) -> PermissionError:
+    return PermissionError(
+        f"{name_or_path} is a gated Hugging Face repository: accept its license at "
+        f"https://huggingface.co/{name_or_path} and log in (`hf auth login`) or set HF_TOKEN"
+    )
+
+
 def load_tokenizer(name_or_path: str | Path):
     """`AutoTokenizer.from_pretrained`, with errors that say what to do about gated or missing checkpoints."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
@@ -13,12 +20,45 @@ def load_tokenizer(name_or_path: str | Path):
     try:
         return AutoTokenizer.from_pretrained(str(name_or_path))
     except GatedRepoError as err:
-        raise PermissionError(
-            f"{name_or_path} is a gated Hugging Face repository: accept its license at "
-            f"https://huggingface.co/{name_or_path} and log in (`hf auth login`) or set HF_TOKEN"
-        ) from err
+        raise _gated(name_or_path) from err
     except (RepositoryNotFoundError, OSError) as err:
         raise FileNotFoundError(
             f"cannot load a tokenizer from {name_or_path!r}: not a local folder with tokenizer files, and not "
             f"reachable as a Hugging Face id ({type(err).__name__}: {err})"
         ) from err
+
+
+def load_model(name_or_path: str | Path, precision: str = "bf16", device: str | None = None):
+    """A causal LM by Hugging Face id or local folder: bf16 on a GPU when asked, fp32 on the CPU."""
+    import torch
+    from huggingface_hub.errors import GatedRepoError
+    from transformers import AutoModelForCausalLM
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if precision == "bf16" and device != "cpu" else torch.float32
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    except GatedRepoError as err:
+        raise _gated(name_or_path) from err
+
+
+def attach_lora(model, lora: dict):
+    """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=lora["r"],
+        lora_alpha=lora["alpha"],
+        lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, config)
+
+
+def load_adapter(model, adapter_dir: str | Path, trainable: bool = False):
+    """Attach a saved LoRA adapter to a base model."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=trainable)

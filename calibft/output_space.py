@@ -19,7 +19,7 @@ from tqdm import tqdm
 from calibft.families import family
 from calibft.grid import Prompt
 from calibft.io import load_npz, save_npz
-from calibft.ragged import concatenate_fields, index_of, offsets
+from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
 
 QUANTILE_RANGE = (0.001, 0.999)
 FALLBACK_RANGE = (-10.0, 10.0)
@@ -171,6 +171,10 @@ class SpaceSet:
     def space(self, i: int) -> OutputSpace:
         part = slice(self.offsets[i], self.offsets[i + 1])
         return OutputSpace(self.values[part], self.probs[part])
+
+    def sample_values(self, prompt_index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One value index y ~ P_Y for each entry of `prompt_index` (local to its prompt)."""
+        return sample_segments(self.probs, self.offsets, prompt_index, rng)
 
     def save(self, path: str | os.PathLike) -> None:
         arrays = {"ids": self.ids, "offsets": self.offsets, "values": self.values, "probs": self.probs}

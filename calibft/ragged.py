@@ -49,3 +49,13 @@ def index_of(ids: np.ndarray, record_id: str) -> int:
         example = f"; ids look like {ids[0]!r}" if len(ids) else ""
         raise KeyError(f"no prompt with id {record_id!r}{example}")
     return int(hits[0])
+
+
+def sample_segments(probs: np.ndarray, offsets: np.ndarray, segments: np.ndarray, rng: np.random.Generator):
+    """One draw per entry of `segments`: an index into segment s (local to it) with the segment's probs."""
+    uniforms = rng.random(len(segments))
+    picks = np.empty(len(segments), dtype=np.int64)
+    for b, (s, u) in enumerate(zip(segments, uniforms, strict=True)):
+        cdf = np.cumsum(probs[offsets[s] : offsets[s + 1]])
+        picks[b] = min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1)
+    return picks

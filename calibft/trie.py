@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from calibft.io import load_npz, save_npz
 from calibft.output_space import SpaceSet
-from calibft.ragged import concatenate_fields, index_of, offsets
+from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
 
 
 @dataclass(frozen=True)
@@ -223,12 +223,7 @@ class TrieSet:
 
     def sample_values(self, prompt_index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One value index y ~ P_Y for each entry of `prompt_index` (local to its prompt)."""
-        uniforms = rng.random(len(prompt_index))
-        picks = np.empty(len(prompt_index), dtype=np.int64)
-        for b, (i, u) in enumerate(zip(prompt_index, uniforms, strict=True)):
-            cdf = np.cumsum(self.value_probs[self.value_offsets[i] : self.value_offsets[i + 1]])
-            picks[b] = min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1)
-        return picks
+        return sample_segments(self.value_probs, self.value_offsets, prompt_index, rng)
 
     def path_targets(self, prompt_index: np.ndarray, value_index: np.ndarray) -> PathTargets:
         """The completion tokens and per-step child targets of one value path per example."""

@@ -1,3 +1,4 @@
+import json
 import os
 import sys
 
@@ -25,6 +26,8 @@ wildcard_constraints:
     space="|".join(config["output_spaces"]),
     tokenizer="|".join(config["tokenizers"]),
     name="|".join(config["tiny_models"]) or "(?!)",
+    model="|".join(config["models"]),
+    recipe="|".join(config["recipes"]),
 
 
 def used_tokenizers():
@@ -75,3 +78,69 @@ def tiny_model_settings(wildcards):
 def tiny_model_threads(wildcards):
     """The build's torch threads are a setting of the model: its weights depend on them."""
     return config["tiny_models"][wildcards.name].get("num_threads", 1)
+
+
+def adapter_outputs():
+    """Every adapter of the configured models and recipes."""
+    return expand(
+        "results/adapters/{model}/{recipe}/run.json",
+        model=config["models"],
+        recipe=config["recipes"],
+    )
+
+
+def train_data(wildcards):
+    """Soft recipes train on their space's trie, hard recipes sample their space's strings."""
+    recipe = config["recipes"][wildcards.recipe]
+    if recipe["objective"] == "soft":
+        tokenizer = config["models"][wildcards.model]["tokenizer"]
+        return f"results/tries/{tokenizer}/{recipe['space']}/train.npz"
+    return f"results/output_spaces/{recipe['space']}/train.npz"
+
+
+def probe_tries(wildcards):
+    """The unseen-parameter tries on the evaluation target: the before/after KL of run.json."""
+    return f"results/tries/{config['models'][wildcards.model]['tokenizer']}/eval/unseen.npz"
+
+
+def model_files(wildcards):
+    """A model kept in a local folder (one the workflow may build) is an input of its jobs."""
+    entry = config["models"][wildcards.model]
+    return [entry["path"]] if "path" in entry else []
+
+
+def model_resource(name):
+    def resource(wildcards):
+        return config["models"][wildcards.model]["resources"].get(
+            name, 1 if name == "cpus" else None
+        )
+
+    return resource
+
+
+def train_job(wildcards, output):
+    """The resolved TrainJob of calibft.train, as JSON."""
+    entry = config["models"][wildcards.model]
+    job = {
+        "model": entry.get("path") or entry["hf_id"],
+        "tokenizer": tokenizer_source(config, entry["tokenizer"]),
+        "chat": entry["chat"],
+        "recipe": config["recipes"][wildcards.recipe],
+        "training": config["training"],
+        "seed": config["seed"],
+        "train_data": train_data(wildcards),
+        "probe_tries": probe_tries(wildcards),
+        "out_dir": os.path.dirname(output.run),
+        "checkpoint_dir": f"results/checkpoints/{wildcards.model}/{wildcards.recipe}",
+    }
+    return json.dumps(job)
+
+
+def train_launcher(wildcards, resources):
+    """One process on the CPU or one GPU; `accelerate launch` with a process per GPU otherwise."""
+    if resources.gpu <= 1:
+        return "python"
+    return (
+        f"accelerate launch --config_file {workflow.basedir}/launch/"
+        f"{config['training']['distributed']}.yaml --num_processes {resources.gpu}"
+    )

@@ -29,20 +29,26 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
 
 
-def test_paper_dry_run_on_slurm_plans_the_data_jobs():
+def test_paper_dry_run_on_slurm_plans_data_and_training_jobs():
     result = snakemake("-n", "--profile", "profiles/slurm", "all")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
-    # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries
-    assert counts == {"prompts": 3, "output_space": 4, "trie": 12, "all": 1, "total": 20}
+    # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
+    # 12 models x (soft, hard) adapters
+    assert counts == {"prompts": 3, "output_space": 4, "trie": 12, "train": 24, "all": 1, "total": 44}
     assert "build_tiny_model" not in result.stdout
+    trains = [block for block in result.stdout.split("\n\n") if "\nrule train:" in block]
+    assert len(trains) == 24
+    for block in trains:  # each on one node with 4 A100 GPUs, launched with FSDP
+        assert "gpu=4, gpu_model=a100" in block
+        assert "accelerate launch --config_file" in block and "fsdp.yaml --num_processes 4" in block
 
 
 def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     result = snakemake("-n", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
-        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "all": 1, "total": 12
+        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "all": 1, "total": 14
     }  # fmt: skip
 
 

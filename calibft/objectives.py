@@ -1,0 +1,102 @@
+"""The two training objectives and the forward pass they share (REFERENCE section 5).
+
+A batch is one prompt and one sampled completion (its tokens, EOS last) per example. Prompts are padded
+on the left and completions on the right, so every completion starts in the same column and the logits
+that predict completion tokens are the last `width + 1` positions of the sequence: the model computes
+the LM head only there (`logits_to_keep`), not over the prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Q_FLOOR = 1e-8  # targets are clamped here and renormalized, as in the authors' loss
+
+
+@dataclass
+class CompletionBatch:
+    """Model inputs of prompts followed by completions, and where each completion step's logits are."""
+
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    position_ids: torch.Tensor  # [B, T]
+    width: int  # completion columns (the longest completion)
+    step_example: torch.Tensor  # [S] example of each flat completion step
+    step_column: torch.Tensor  # [S] its column within the completion
+    step_target: torch.Tensor  # [S] the completion token it predicts
+
+    def to(self, device: torch.device) -> CompletionBatch:
+        return CompletionBatch(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in vars(self).items()})
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+def make_batch(prompt_ids: Sequence[Sequence[int]], completions: np.ndarray, lengths: np.ndarray, pad_id: int):
+    """A CompletionBatch from token-id lists of prompts and a [B, width] completion matrix (-1 padded)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    batch, width = len(prompt_ids), int(lengths.max())
+    prompt_width = max(map(len, prompt_ids))
+    input_ids = torch.full((batch, prompt_width + width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(input_ids)
+    for b, ids in enumerate(prompt_ids):
+        input_ids[b, prompt_width - len(ids) : prompt_width] = torch.as_tensor(ids)
+        mask[b, prompt_width - len(ids) : prompt_width + lengths[b]] = 1
+    in_completion = torch.as_tensor(np.arange(width) < lengths[:, None])
+    completion = torch.as_tensor(completions[:, :width], dtype=torch.long)
+    input_ids[:, prompt_width:] = torch.where(in_completion, completion, pad_id)
+    step_example, step_column = torch.nonzero(in_completion, as_tuple=True)  # example-major, as PathTargets
+    return CompletionBatch(
+        input_ids=input_ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(1) - 1).clamp(min=0),
+        width=width,
+        step_example=step_example,
+        step_column=step_column,
+        step_target=completion[step_example, step_column],
+    )
+
+
+def completion_logits(model, batch: CompletionBatch) -> torch.Tensor:
+    """[S, V] logits at every completion step, from one forward pass over prompt and completion."""
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        logits_to_keep=batch.width + 1,  # column 0 sits on the last prompt token and predicts step 0
+        use_cache=False,
+    )
+    return out.logits[batch.step_example, batch.step_column]
+
+
+def soft_target_loss(
+    step_logits: torch.Tensor,
+    step_example: torch.Tensor,
+    child_step: torch.Tensor,
+    child_token: torch.Tensor,
+    child_q: torch.Tensor,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """Trie KL: per step sum_v q(v) (log q(v) - log softmax(z / tau)_v) over the trie children v, with the
+    softmax over the whole vocabulary (mass outside the children is penalized); mean over the steps of each
+    example, then over the batch."""
+    num_steps, num_examples = len(step_logits), int(step_example.max()) + 1
+    log_pi = torch.log_softmax(step_logits.float() / temperature, dim=-1)
+    q = child_q.float().clamp(min=Q_FLOOR)
+    q = q / torch.zeros(num_steps, device=q.device).index_add_(0, child_step, q)[child_step]
+    terms = q * (q.log() - log_pi[child_step, child_token])
+    per_step = torch.zeros(num_steps, device=q.device).index_add_(0, child_step, terms)
+    steps = torch.zeros(num_examples, device=q.device).index_add_(0, step_example, torch.ones_like(per_step))
+    per_example = torch.zeros(num_examples, device=q.device).index_add_(0, step_example, per_step) / steps
+    return per_example.mean()
+
+
+def completion_cross_entropy(step_logits: torch.Tensor, step_target: torch.Tensor) -> torch.Tensor:
+    """Hard target: token-mean cross-entropy over every completion token of the batch."""
+    return F.cross_entropy(step_logits.float(), step_target)

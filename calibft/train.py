@@ -1,0 +1,254 @@
+"""Calibration Fine-Tuning: one training loop for the soft-target and hard-target objectives.
+
+    python -m calibft.train JOB.json                       # one process (CPU or one GPU)
+    accelerate launch --config_file launch/fsdp.yaml --num_processes 4 -m calibft.train JOB.json
+
+Read top to bottom: load the base model and attach LoRA; encode the prompts; for every epoch take the
+family-balanced order, this rank's shard and its batches; for every batch sample one canonical answer
+per item, compute the objective from one forward pass, step. Every `checkpoint_every` steps the full
+state goes to the checkpoint folder, and a restarted job continues from there to the same adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from calibft.batching import batches, epoch_items, shard, steps_per_epoch
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.grid import prompts, select
+from calibft.io import atomic_path, read_jsonl, write_json
+from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.objectives import (
+    completion_cross_entropy,
+    completion_logits,
+    make_batch,
+    soft_target_loss,
+)
+from calibft.output_space import SpaceSet
+from calibft.trie import TrieSet, tokenize_values
+
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """Everything one training run needs, resolved from the config by the workflow."""
+
+    model: str  # Hugging Face id or folder
+    tokenizer: str
+    chat: dict
+    recipe: dict  # objective, epochs, samples_per_prompt, temperature, max_steps
+    training: dict  # the config's `training` section
+    seed: int
+    train_data: str  # soft: the trie set of the train split; hard: its output-space set
+    probe_tries: str  # tries of the unseen prompts on the evaluation target, for the KL in run.json
+    out_dir: str  # results/adapters/{model}/{recipe}
+    checkpoint_dir: str  # survives a failed job, unlike the outputs
+
+
+def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0):
+    """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
+    targets = tries.path_targets(items, tries.sample_values(items, rng))
+    batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id)
+    device = next(model.parameters()).device
+    batch = batch.to(device)
+    loss = soft_target_loss(
+        completion_logits(model, batch),
+        batch.step_example,
+        torch.as_tensor(targets.child_step, device=device),
+        torch.as_tensor(targets.child_token, device=device),
+        torch.as_tensor(targets.child_q, device=device),
+        temperature,
+    )
+    return loss, batch.num_tokens
+
+
+def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tokenizer):
+    """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens."""
+    values = spaces.sample_values(items, rng)
+    strings = spaces.values[spaces.offsets[items] + values]
+    completions = tokenize_values(tokenizer, strings)
+    batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id)
+    batch = batch.to(next(model.parameters()).device)
+    return completion_cross_entropy(completion_logits(model, batch), batch.step_target), batch.num_tokens
+
+
+@torch.no_grad()
+def probe_kl(model, tries: TrieSet, prompt_ids, pad_id, paths: int, seed: int, batch_size: int = 16) -> float:
+    """Mean soft-target KL over `paths` fixed paths per prompt (teacher-forced), averaged over prompts."""
+    was_training = model.training
+    model.eval()
+    items = np.repeat(np.arange(len(tries)), paths)
+    total = 0.0
+    for part in batches(items, batch_size):
+        rng = np.random.default_rng([seed, int(part[0]), len(part)])
+        loss, _ = soft_batch_loss(model, tries, part, prompt_ids, pad_id, rng)
+        total += loss.item() * len(part)
+    model.train(was_training)
+    return total / len(items)
+
+
+def _progress(checkpoint_dir: Path) -> dict:
+    path = checkpoint_dir / "progress.json"
+    return json.loads(path.read_text()) if path.exists() else {"step": 0}
+
+
+def run(job: TrainJob) -> None:
+    from accelerate import Accelerator
+    from transformers import get_cosine_schedule_with_warmup
+
+    training, recipe = job.training, job.recipe
+    started = time.time()
+    use_gpu = torch.cuda.is_available()
+    accelerator = Accelerator(mixed_precision="bf16" if use_gpu and training["precision"] == "bf16" else "no")
+    torch.manual_seed(job.seed)
+
+    tokenizer = load_tokenizer(job.tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    model = load_model(job.model, training["precision"], "cuda" if use_gpu else "cpu")
+    model = attach_lora(model, training["lora"])
+    options = ChatOptions.from_config(job.chat)
+
+    # the training data, and every prompt encoded once
+    soft = recipe["objective"] == "soft"
+    data = TrieSet.load(job.train_data) if soft else SpaceSet.load(job.train_data)
+    chosen = select(prompts("train"), list(data.ids))
+    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options) for p in chosen]
+    probe = TrieSet.load(job.probe_tries)
+    probe_ids = [chat_prompt_ids(tokenizer, p.prompt, options) for p in select(prompts("unseen"), list(probe.ids))]
+    families = [p.family for p in chosen]
+
+    world, rank, batch_size = accelerator.num_processes, accelerator.process_index, training["per_device_batch_size"]
+    per_epoch = steps_per_epoch(len(chosen), recipe["samples_per_prompt"], world, batch_size)
+    total_steps = min(recipe["epochs"] * per_epoch, recipe.get("max_steps", math.inf))
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=training["learning_rate"],
+        weight_decay=training["weight_decay"],
+    )
+    scheduler = get_cosine_schedule_with_warmup(
+        optimizer, math.ceil(training["warmup_fraction"] * total_steps), total_steps
+    )
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+
+    # resume from the last checkpoint, if a previous attempt left one
+    checkpoint_dir = Path(job.checkpoint_dir)
+    progress = _progress(checkpoint_dir)
+    log_path = checkpoint_dir / "train_log.jsonl"
+    if progress["step"] > 0:
+        accelerator.load_state(str(checkpoint_dir / "state"))
+        kept = [r for r in read_jsonl(log_path) if r["step"] <= progress["step"]] if log_path.exists() else []
+        accelerator.print(f"resuming at step {progress['step']} of {total_steps}")
+    else:
+        kept = []
+        progress["kl_before"] = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
+    if accelerator.is_main_process:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    model.train()
+    step = 0
+    for epoch in range(recipe["epochs"]):
+        items = shard(epoch_items(families, recipe["samples_per_prompt"], job.seed, epoch), rank, world)
+        for batch_index, batch_items in enumerate(batches(items, batch_size)):
+            step += 1
+            if step > total_steps:
+                break
+            if step <= progress["step"]:
+                continue  # done before the restart
+            tick = time.perf_counter()
+            rng = np.random.default_rng([job.seed, epoch, batch_index, rank])  # resumable: no carried state
+            if soft:
+                loss, tokens = soft_batch_loss(
+                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0)
+                )
+            else:
+                loss, tokens = hard_batch_loss(model, data, batch_items, prompt_ids, pad_id, rng, tokenizer)
+            accelerator.backward(loss)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if accelerator.is_main_process:
+                record = {
+                    "step": step,
+                    "epoch": epoch,
+                    "loss": loss.item(),
+                    "lr": scheduler.get_last_lr()[0],
+                    "tokens_per_s": tokens * world / (time.perf_counter() - tick),
+                }
+                with open(log_path, "a") as log:
+                    log.write(json.dumps(record) + "\n")
+            if step % training["checkpoint_every"] == 0 or step == total_steps:
+                _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
+
+    kl_after = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
+    _save_adapter(accelerator, model, job, log_path, total_steps, progress["kl_before"], kl_after, started)
+
+
+def _checkpoint(accelerator, checkpoint_dir: Path, progress: dict) -> None:
+    """The full training state; progress.json is written last, so it only ever names a complete state."""
+    state = checkpoint_dir / "state"
+    accelerator.save_state(str(state))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        write_json(checkpoint_dir / "progress.json", progress)
+
+
+def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_before, kl_after, started) -> None:
+    state_dict = accelerator.get_state_dict(model)  # gathers the shards under FSDP
+    if not accelerator.is_main_process:
+        return
+    out = Path(job.out_dir)
+    staging = out.parent / f".{out.name}.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    accelerator.unwrap_model(model).save_pretrained(staging, state_dict=state_dict)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ADAPTER_FILES:
+        (staging / name).replace(out / name)
+    shutil.rmtree(staging)
+    with atomic_path(out / "train_log.jsonl") as tmp:
+        shutil.copyfile(log_path, tmp)
+    write_json(
+        out / "run.json",
+        {
+            "job": asdict(job),
+            "steps": steps,
+            "world_size": accelerator.num_processes,
+            "wall_time_s": time.time() - started,
+            "unseen_soft_kl_before": kl_before,
+            "unseen_soft_kl_after": kl_after,
+            "versions": _versions(),
+        },
+    )
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for package in ("calibft", "torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "scipy"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m calibft.train JOB.json")
+    run(TrainJob(**json.loads(Path(argv[0]).read_text())))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+rule train:
+    input:
+        data=train_data,
+        probe=probe_tries,
+        model=model_files,
+    output:
+        adapter=multiext(
+            "results/adapters/{model}/{recipe}/",
+            "adapter_config.json",
+            "adapter_model.safetensors",
+        ),
+        log="results/adapters/{model}/{recipe}/train_log.jsonl",
+        run="results/adapters/{model}/{recipe}/run.json",
+    log:
+        "logs/train/{model}/{recipe}.log",
+    benchmark:
+        "benchmarks/results/train/{model}/{recipe}.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    threads: model_resource("cpus")
+    resources:
+        gpu=model_resource("gpus"),
+        gpu_model=model_resource("gpu_model"),
+        mem_mb=model_resource("mem_mb"),
+        runtime=model_resource("runtime"),
+    params:
+        job=train_job,
+        launcher=train_launcher,
+    shell:
+        "{params.launcher} -m calibft.train {params.job:q} > {log} 2>&1"

@@ -1,0 +1,104 @@
+"""Training on the tiny model, CPU: LoRA-only gradients, resuming after preemption, run.json."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.grid import prompts, select
+from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.tiny_model import build_tiny_model
+from calibft.train import TrainJob, run, soft_batch_loss
+from calibft.trie import TrieSet, trie_set_for_spaces
+
+LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+TRAINING = {
+    "lora": LORA, "learning_rate": 1e-3, "weight_decay": 0.01, "warmup_fraction": 0.1, "per_device_batch_size": 4,
+    "gradient_accumulation": 1, "max_seq_len": 256, "precision": "fp32", "distributed": "ddp",
+    "checkpoint_every": 4, "kl_probe_paths": 2,
+}  # fmt: skip
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A quickly trained tiny model, and soft/hard training data for two prompts per family."""
+    root = tmp_path_factory.mktemp("train")
+    build_tiny_model(root / "tiny", train_steps=20)
+    tokenizer = load_tokenizer(root / "tiny")
+    chosen = [p for p in prompts("train") if p.id.endswith(("-000", "-001"))]
+    unseen = prompts("unseen")[:6]
+    for name, split_prompts, bins in (("train", chosen, 64), ("unseen", unseen, 128)):
+        spaces = SpaceSet.from_spaces([p.id for p in split_prompts], spaces_for_prompts(split_prompts, 5, bins))
+        spaces.save(root / f"{name}_spaces.npz")
+        trie_set_for_spaces(tokenizer, spaces).save(root / f"{name}_tries.npz")
+    return root
+
+
+def _job(root: Path, name: str, objective: str, **recipe) -> TrainJob:
+    data = "train_tries.npz" if objective == "soft" else "train_spaces.npz"
+    return TrainJob(
+        model=str(root / "tiny"), tokenizer=str(root / "tiny"), chat=CHAT,
+        recipe={"objective": objective, "epochs": 2, "samples_per_prompt": 2, "max_steps": 12, **recipe},
+        training=TRAINING, seed=11, train_data=str(root / data), probe_tries=str(root / "unseen_tries.npz"),
+        out_dir=str(root / name / "adapter"), checkpoint_dir=str(root / name / "checkpoints"),
+    )  # fmt: skip
+
+
+def test_gradients_reach_only_the_lora_parameters(workdir):
+    tokenizer = load_tokenizer(workdir / "tiny")
+    model = attach_lora(load_model(workdir / "tiny", "fp32", "cpu"), LORA)
+    tries = TrieSet.load(workdir / "train_tries.npz")
+    chosen = select(prompts("train"), list(tries.ids[:4]))
+    ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
+    loss, _ = soft_batch_loss(model, tries, np.arange(4), ids, tokenizer.pad_token_id, np.random.default_rng(0))
+    loss.backward()
+    with_grad = {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert with_grad and with_grad <= trainable
+    assert all("lora_" in n for n in trainable)
+    assert all(p.grad is None for n, p in model.named_parameters() if "lora_" not in n)
+
+
+@pytest.mark.parametrize("objective", ["soft", "hard"])
+def test_resuming_after_preemption_gives_the_uninterrupted_adapter(workdir, monkeypatch, objective):
+    run(_job(workdir, f"{objective}_straight", objective))
+    straight = load_file(workdir / f"{objective}_straight" / "adapter" / "adapter_model.safetensors")
+
+    # the same job, killed during step 10 (after the checkpoint of step 8), then started again
+    real_step = torch.optim.AdamW.step
+    calls = {"n": 0}
+
+    def preempted_step(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 10:
+            raise KeyboardInterrupt("preempted")
+        return real_step(self, *args, **kwargs)
+
+    job = _job(workdir, f"{objective}_resumed", objective)
+    monkeypatch.setattr(torch.optim.AdamW, "step", preempted_step)
+    with pytest.raises(KeyboardInterrupt):
+        run(job)
+    monkeypatch.setattr(torch.optim.AdamW, "step", real_step)
+    assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 8
+    run(job)
+    resumed = load_file(Path(job.out_dir) / "adapter_model.safetensors")
+
+    assert straight.keys() == resumed.keys() and straight
+    for name in straight:
+        torch.testing.assert_close(resumed[name], straight[name], rtol=0, atol=0)
+    log = [json.loads(line) for line in (Path(job.out_dir) / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 13))  # no step lost or logged twice
+
+
+def test_run_json_records_the_job_versions_and_kl(workdir):
+    run_json = json.loads((workdir / "soft_straight" / "adapter" / "run.json").read_text())
+    assert run_json["steps"] == 12 and run_json["job"]["seed"] == 11
+    assert {"torch", "transformers", "peft", "accelerate"} <= run_json["versions"].keys()
+    assert run_json["unseen_soft_kl_before"] > 0 and run_json["unseen_soft_kl_after"] > 0
+    assert (workdir / "soft_straight" / "adapter" / "adapter_config.json").is_file()
