@@ -38,9 +38,22 @@ class CompletionBatch:
         return int(self.attention_mask.sum())
 
 
-def make_batch(prompt_ids: Sequence[Sequence[int]], completions: np.ndarray, lengths: np.ndarray, pad_id: int):
-    """A CompletionBatch from token-id lists of prompts and a [B, width] completion matrix (-1 padded)."""
+def make_batch(
+    prompt_ids: Sequence[Sequence[int]],
+    completions: np.ndarray,
+    lengths: np.ndarray,
+    pad_id: int,
+    max_len: int | None = None,
+) -> CompletionBatch:
+    """A CompletionBatch from token-id lists of prompts and a [B, width] completion matrix (-1 padded).
+
+    A sequence longer than `max_len` is an error rather than silently truncated: its completion would lose
+    the tokens that the objective trains on.
+    """
     lengths = np.asarray(lengths, dtype=np.int64)
+    longest = max(len(ids) + int(n) for ids, n in zip(prompt_ids, lengths, strict=True))
+    if max_len is not None and longest > max_len:
+        raise ValueError(f"a prompt with its completion takes {longest} tokens > training.max_seq_len = {max_len}")
     batch, width = len(prompt_ids), int(lengths.max())
     prompt_width = max(map(len, prompt_ids))
     input_ids = torch.full((batch, prompt_width + width), pad_id, dtype=torch.long)

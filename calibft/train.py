@@ -55,10 +55,10 @@ class TrainJob:
     checkpoint_dir: str  # survives a failed job, unlike the outputs
 
 
-def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0):
+def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None):
     """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
     targets = tries.path_targets(items, tries.sample_values(items, rng))
-    batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id)
+    batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len)
     device = next(model.parameters()).device
     batch = batch.to(device)
     loss = soft_target_loss(
@@ -72,12 +72,12 @@ def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, tempe
     return loss, batch.num_tokens
 
 
-def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tokenizer):
+def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tokenizer, max_len=None):
     """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens."""
     values = spaces.sample_values(items, rng)
     strings = spaces.values[spaces.offsets[items] + values]
     completions = tokenize_values(tokenizer, strings)
-    batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id)
+    batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
     batch = batch.to(next(model.parameters()).device)
     return completion_cross_entropy(completion_logits(model, batch), batch.step_target), batch.num_tokens
 
@@ -156,7 +156,7 @@ def run(job: TrainJob) -> None:
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     model.train()
-    step = 0
+    max_len, step = training["max_seq_len"], 0
     for epoch in range(recipe["epochs"]):
         items = shard(epoch_items(families, recipe["samples_per_prompt"], job.seed, epoch), rank, world)
         for batch_index, batch_items in enumerate(batches(items, batch_size)):
@@ -169,10 +169,10 @@ def run(job: TrainJob) -> None:
             rng = np.random.default_rng([job.seed, epoch, batch_index, rank])  # resumable: no carried state
             if soft:
                 loss, tokens = soft_batch_loss(
-                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0)
+                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0), max_len
                 )
             else:
-                loss, tokens = hard_batch_loss(model, data, batch_items, prompt_ids, pad_id, rng, tokenizer)
+                loss, tokens = hard_batch_loss(model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len)
             accelerator.backward(loss)
             optimizer.step()
             scheduler.step()

@@ -74,3 +74,8 @@ def test_batch_layout_reads_the_logits_before_each_completion_token():
     # the logits for step t come from the token just before it: the last prompt token, then the completion
     inputs_seen = completion_logits(_Echo(), batch).argmax(-1).tolist()
     assert inputs_seen == [13, 31, 32, 21, 41]
+
+
+def test_sequences_longer_than_the_maximum_are_refused():
+    with pytest.raises(ValueError, match=r"takes 6 tokens > training\.max_seq_len = 5"):
+        make_batch([[1, 2, 3]], np.array([[4, 5, 9]]), np.array([3]), pad_id=0, max_len=5)
