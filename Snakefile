@@ -12,6 +12,7 @@ include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/tables.smk"
 
 
 rule all:
@@ -19,6 +20,7 @@ rule all:
     input:
         data_outputs(),
         adapter_outputs(),
+        table_outputs(),
     localrule: True
 
 
@@ -31,4 +33,10 @@ rule data:
 rule adapters:
     input:
         adapter_outputs(),
+    localrule: True
+
+
+rule tables:
+    input:
+        table_outputs(),
     localrule: True

@@ -144,3 +144,29 @@ def train_launcher(wildcards, resources):
         f"accelerate launch --config_file {workflow.basedir}/launch/"
         f"{config['training']['distributed']}.yaml --num_processes {resources.gpu}"
     )
+
+
+CONFIG_TABLES = ["shared_hyperparams", "method_hyperparams", "benchmark_distributions"]
+
+
+def config_table_settings(wildcards):
+    """The configuration sections that the configuration tables show (a change re-renders them)."""
+    return {
+        key: config[key] for key in ("output_spaces", "training", "recipes", "models")
+    }
+
+
+TRAINING_RUNS = [
+    (model, recipe) for model in config["models"] for recipe in config["recipes"]
+]
+
+
+def table_outputs():
+    """The tables and figures rendered so far: configuration tables and training curves."""
+    tables = expand(
+        "results/tables/{table}.{ext}", table=CONFIG_TABLES, ext=["tex", "csv", "md"]
+    )
+    return tables + [
+        "results/figures/training_curves.pdf",
+        "results/figures/training_curves.png",
+    ]

@@ -34,8 +34,11 @@ def test_paper_dry_run_on_slurm_plans_data_and_training_jobs():
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
-    # 12 models x (soft, hard) adapters
-    assert counts == {"prompts": 3, "output_space": 4, "trie": 12, "train": 24, "all": 1, "total": 44}
+    # 12 models x (soft, hard) adapters, the configuration tables and the training curves
+    assert counts == {
+        "prompts": 3, "output_space": 4, "trie": 12, "train": 24, "config_tables": 1, "training_curves": 1,
+        "all": 1, "total": 46,
+    }  # fmt: skip
     assert "build_tiny_model" not in result.stdout
     trains = [block for block in result.stdout.split("\n\n") if "\nrule train:" in block]
     assert len(trains) == 24
@@ -48,7 +51,8 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     result = snakemake("-n", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
-        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "all": 1, "total": 14
+        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "config_tables": 1,
+        "training_curves": 1, "all": 1, "total": 16,
     }  # fmt: skip
 
 

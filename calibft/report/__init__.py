@@ -1,0 +1,1 @@
+"""Tables and figures of the paper, rendered from configuration and results."""

@@ -1,0 +1,320 @@
+"""One table, three files: `{name}.csv` (the numbers at full precision), `{name}.md` (a GitHub markdown
+table for a terminal) and `{name}.tex` (a booktabs table with its caption and label, to drop into the paper).
+
+A table is a DataFrame plus how to present it (`Table`). Cells hold plain values: numbers stay numbers (the
+`.csv` keeps them exactly), text is plain Unicode (Greek letters and math symbols such as μ, ∈, ×, ↓ are
+fine: the `.tex` writer turns them into LaTeX, and escapes LaTeX's special characters). The frame's index
+is not written: `reset_index()` first to show it. Columns may have two levels (a `MultiIndex`): the `.tex`
+spans each group with a `\\multicolumn` and a rule under it, the `.csv` and `.md` join the levels with " / ".
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calibft.io import atomic_path
+
+Format = str | Callable[[Any], str]
+
+SUFFIXES = ("tex", "csv", "md")
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A DataFrame and its presentation.
+
+    label: the paper's LaTeX label (`tab:main-ood`); the files are named after it (`main_ood`).
+    formats: per column, a format spec (`".3f"`, `".1%"`) or a function from the value to its text, used in
+        the `.md` and `.tex` (never in the `.csv`). Without one, numbers print with 6 significant digits.
+    code: columns shown in monospace. bold: a frame of booleans of the same shape, True where a cell is bold.
+    shaded: one boolean per row, True where the `.tex` shades the row with `shade_color`.
+    column_format: the `tabular` column specification; by default `l` for text and `r` for number columns.
+    wide: a `table*` spanning both columns. font_size: a LaTeX size command without backslash, or None.
+    """
+
+    frame: pd.DataFrame
+    label: str
+    caption: str = ""
+    formats: Mapping[Any, Format] = field(default_factory=dict)
+    code: Sequence[Any] = ()
+    bold: pd.DataFrame | None = None
+    shaded: Sequence[bool] | None = None
+    column_format: str | None = None
+    wide: bool = False
+    font_size: str | None = "small"
+    shade_color: str = "black!7"
+    missing: str = "---"
+
+    def __post_init__(self):
+        table_name(self.label)
+        columns = list(self.frame.columns)
+        unknown = [c for c in [*self.formats, *self.code] if c not in columns]
+        if unknown:
+            raise ValueError(f"{self.label}: formats/code name unknown columns {unknown}; columns are {columns}")
+        if self.bold is not None and self.bold.shape != self.frame.shape:
+            raise ValueError(f"{self.label}: bold has shape {self.bold.shape}, the frame {self.frame.shape}")
+        if self.shaded is not None and len(self.shaded) != len(self.frame):
+            raise ValueError(f"{self.label}: shaded has {len(self.shaded)} rows, the frame {len(self.frame)}")
+        if self.frame.columns.nlevels > 2:
+            raise ValueError(f"{self.label}: at most two levels of columns")
+
+    @property
+    def name(self) -> str:
+        return table_name(self.label)
+
+
+def table_name(label: str) -> str:
+    """The file name of a table: its LaTeX label without `tab:`, hyphens turned into underscores."""
+    if not label.startswith("tab:") or len(label) == 4:
+        raise ValueError(f"a table label looks like 'tab:main-ood', not {label!r}")
+    return label[4:].replace("-", "_")
+
+
+def write_table(table: Table, directory: str | Path) -> list[Path]:
+    """Write `{directory}/{table.name}.tex`, `.csv` and `.md`, each atomically; return their paths."""
+    paths = []
+    for suffix, render in zip(SUFFIXES, (to_latex, to_csv, to_markdown), strict=True):
+        path = Path(directory) / f"{table.name}.{suffix}"
+        with atomic_path(path) as tmp:
+            tmp.write_text(render(table))
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- cells
+
+
+def format_number(value: float, digits: int = 6) -> str:
+    """A number in at most `digits` significant digits, trailing zeros dropped; scientific (`2e-4`) when
+    it is below 1e-3 or at least 1e6 in magnitude. Integers print whole."""
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    value = float(value)
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if value != 0 and not 1e-3 <= abs(value) < 1e6:
+        mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+        if "." in mantissa:
+            mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exponent)}"
+    return f"{value:.{digits}g}"
+
+
+def _is_missing(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and other containers
+        return False
+
+
+def cell_text(value: Any, fmt: Format | None = None, missing: str = "---") -> str:
+    """The text of one cell for the `.md` and `.tex`."""
+    if _is_missing(value):
+        return missing
+    if fmt is not None:
+        return fmt(value) if callable(fmt) else format(value, fmt)
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Real):
+        return format_number(value)
+    return str(value)
+
+
+def _header_levels(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """(group, name) of every column; the group is "" for flat columns."""
+    if frame.columns.nlevels == 1:
+        return [("", str(c)) for c in frame.columns]
+    return [(str(top), str(sub)) for top, sub in frame.columns]
+
+
+def _flat_names(frame: pd.DataFrame) -> list[str]:
+    return [" / ".join(part for part in pair if part) for pair in _header_levels(frame)]
+
+
+def _is_number_column(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def _cells(table: Table) -> list[list[str]]:
+    frame = table.frame
+    return [
+        [
+            cell_text(value, table.formats.get(column), table.missing)
+            for column, value in zip(frame.columns, row, strict=True)
+        ]
+        for row in frame.itertuples(index=False, name=None)
+    ]
+
+
+def _bold(table: Table) -> np.ndarray:
+    if table.bold is None:
+        return np.zeros(table.frame.shape, dtype=bool)
+    return table.bold.to_numpy(dtype=bool)
+
+
+# ---------------------------------------------------------------------------------------------- csv
+
+
+def to_csv(table: Table) -> str:
+    """Every value as stored (floats at full precision), one header row (two-level headers joined)."""
+    frame = table.frame.copy()
+    frame.columns = _flat_names(frame)
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(table: Table) -> str:
+    """A GitHub markdown table: header, alignment row, one line per row."""
+    frame, bold = table.frame, _bold(table)
+    code = {i for i, column in enumerate(frame.columns) if column in table.code}
+    header = [_md_escape(name) for name in _flat_names(frame)]
+    align = ["---:" if _is_number_column(frame.iloc[:, i]) else ":---" for i in range(frame.shape[1])]
+    lines = [_md_row(header), _md_row(align)]
+    for r, row in enumerate(_cells(table)):
+        cells = []
+        for c, text in enumerate(row):
+            text = f"`{text}`" if c in code and text != table.missing else _md_escape(text)
+            cells.append(f"**{text}**" if bold[r, c] else text)
+        lines.append(_md_row(cells))
+    return "\n".join(lines) + "\n"
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+# ---------------------------------------------------------------------------------------------- LaTeX
+
+_MATH = {
+    **dict(
+        zip(
+            "αβγδεζηθικλμνξπρστυφχψωΓΔΘΛΞΠΣΦΨΩ",
+            r"\alpha \beta \gamma \delta \epsilon \zeta \eta \theta \iota \kappa \lambda \mu \nu \xi \pi \rho "
+            r"\sigma \tau \upsilon \phi \chi \psi \omega \Gamma \Delta \Theta \Lambda \Xi \Pi \Sigma \Phi \Psi "
+            r"\Omega".split(),
+            strict=True,
+        )
+    ),
+    **{chr(0x2080 + d): f"_{d}" for d in range(10)},  # subscript digits
+    **{"ₘ": "_m", "ₙ": "_n", "ₖ": "_k", "ᵢ": "_i"},
+    "∈": r"\in",
+    "×": r"\times",
+    "≤": r"\leq",
+    "≥": r"\geq",
+    "≠": r"\neq",
+    "≈": r"\approx",
+    "±": r"\pm",
+    "∞": r"\infty",
+    "−": "-",
+    "→": r"\rightarrow",
+    "↑": r"\uparrow",
+    "↓": r"\downarrow",
+    "·": r"\cdot",
+}
+_LATEX = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "<": r"\textless{}",
+        ">": r"\textgreater{}",
+        "—": "---",
+        "–": "--",
+        "…": r"\ldots{}",
+        **{char: f"\\ensuremath{{{command}}}" for char, command in _MATH.items()},
+    }
+)
+_NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?")
+
+
+def latex_escape(text: str) -> str:
+    """Plain text as LaTeX: special characters escaped, Greek letters and math symbols in math mode."""
+    return text.translate(_LATEX)
+
+
+def _latex_cell(text: str) -> str:
+    """A cell that is one number prints in math mode (a true minus sign, `2 \\times 10^{-4}`)."""
+    match = _NUMBER.fullmatch(text)
+    if match is None:
+        return latex_escape(text)
+    if match.group(1) is None:
+        return f"\\ensuremath{{{text}}}" if text.startswith("-") else text
+    mantissa = text[: text.index("e")]
+    return f"\\ensuremath{{{mantissa} \\times 10^{{{int(match.group(1))}}}}}"
+
+
+def _default_column_format(frame: pd.DataFrame) -> str:
+    return "@{}" + "".join("r" if _is_number_column(frame.iloc[:, i]) else "l" for i in range(frame.shape[1])) + "@{}"
+
+
+def _latex_header(frame: pd.DataFrame) -> list[str]:
+    levels = _header_levels(frame)
+    names = " & ".join(latex_escape(name) for _, name in levels) + r" \\"
+    if frame.columns.nlevels == 1:
+        return [names]
+    groups: list[tuple[str, int, int]] = []  # (group, first column, last column), 1-based
+    for i, (group, _) in enumerate(levels, start=1):
+        if groups and groups[-1][0] == group:
+            groups[-1] = (group, groups[-1][1], i)
+        else:
+            groups.append((group, i, i))
+    top = " & ".join(
+        f"\\multicolumn{{{last - first + 1}}}{{c}}{{{latex_escape(group)}}}" if last > first else latex_escape(group)
+        for group, first, last in groups
+    )
+    rules = "".join(f"\\cmidrule(lr){{{first}-{last}}}" for group, first, last in groups if group)
+    return [top + r" \\", *([rules] if rules else []), names]
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs `tabular` in a `table` float with the caption and the paper's label."""
+    frame, bold = table.frame, _bold(table)
+    code = {i for i, column in enumerate(frame.columns) if column in table.code}
+    environment = "table*" if table.wide else "table"
+    lines = [
+        f"% {table.name}: written by calibft.report.tables; change the code that builds it, not this file.",
+        f"\\begin{{{environment}}}[htbp]",
+        "\\centering",
+        *([f"\\{table.font_size}"] if table.font_size else []),
+        f"\\begin{{tabular}}{{{table.column_format or _default_column_format(frame)}}}",
+        "\\toprule",
+        *_latex_header(frame),
+        "\\midrule",
+    ]
+    for r, row in enumerate(_cells(table)):
+        cells = []
+        for c, text in enumerate(row):
+            text = _latex_cell(text)
+            if c in code and row[c] != table.missing:
+                text = f"\\texttt{{{text}}}"
+            cells.append(f"\\textbf{{{text}}}" if bold[r, c] else text)
+        if table.shaded is not None and table.shaded[r]:
+            lines.append(f"\\rowcolor{{{table.shade_color}}}")
+        lines.append(" & ".join(cells) + r" \\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if table.caption:
+        lines.append(f"\\caption{{{latex_escape(table.caption)}}}")
+    lines += [f"\\label{{{table.label}}}", f"\\end{{{environment}}}"]
+    return "\n".join(lines) + "\n"
