@@ -1,7 +1,9 @@
 """Calibration Fine-Tuning: one training loop for the soft-target and hard-target objectives.
 
-    python -m calibft.train JOB.json                       # one process (CPU or one GPU)
+    python -m calibft.train JOB.json                     # one process (CPU or one GPU)
     accelerate launch --config_file launch/fsdp.yaml --num_processes 4 -m calibft.train JOB.json
+
+JOB is a `TrainJob` as JSON (text or file); rule train writes it from the config.
 
 Read top to bottom: load the base model and attach LoRA; encode the prompts; for every epoch take the
 family-balanced order, this rank's shard and its batches; for every batch sample one canonical answer
@@ -244,10 +246,12 @@ def _versions() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`python -m calibft.train JOB`, where JOB is a TrainJob as JSON text or the path of a JSON file."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        sys.exit("usage: python -m calibft.train JOB.json")
-    run(TrainJob(**json.loads(Path(argv[0]).read_text())))
+        sys.exit("usage: python -m calibft.train JOB (a TrainJob as JSON text, or a JSON file)")
+    text = argv[0] if argv[0].lstrip().startswith("{") else Path(argv[0]).read_text()
+    run(TrainJob(**json.loads(text)))
 
 
 if __name__ == "__main__":

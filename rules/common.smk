@@ -5,12 +5,16 @@ import sys
 from snakemake.utils import validate
 
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
-# only); a job on a cluster node parses this file again and so sets the same path.
+# only), and shell commands find the `python` and `accelerate` that run Snakemake (a conda job's own
+# environment comes first). A job on a cluster node parses this file again and so sets the same paths.
 sys.path.insert(0, workflow.basedir)
 os.environ.update(
     PYTHONPATH=os.pathsep.join(
         filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")])
-    )
+    ),
+    PATH=os.pathsep.join(
+        filter(None, [os.path.dirname(sys.executable), os.environ.get("PATH")])
+    ),
 )
 
 from calibft.config import check_config, tokenizer_source  # noqa: E402

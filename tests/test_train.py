@@ -1,6 +1,7 @@
 """Training on the tiny model, CPU: LoRA-only gradients, resuming after preemption, run.json."""
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,15 @@ def test_run_json_records_the_job_versions_and_kl(workdir):
     assert {"torch", "transformers", "peft", "accelerate"} <= run_json["versions"].keys()
     assert run_json["unseen_soft_kl_before"] > 0 and run_json["unseen_soft_kl_after"] > 0
     assert (workdir / "soft_straight" / "adapter" / "adapter_config.json").is_file()
+
+
+def test_entry_point_takes_the_job_as_json_text_or_file(tmp_path, monkeypatch):
+    import calibft.train
+
+    seen = []
+    monkeypatch.setattr(calibft.train, "run", seen.append)
+    job = asdict(_job(tmp_path, "x", "soft"))
+    calibft.train.main([json.dumps(job)])
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    calibft.train.main([str(tmp_path / "job.json")])
+    assert seen == [TrainJob(**job)] * 2

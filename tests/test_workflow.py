@@ -1,6 +1,6 @@
 """The workflow as its users meet it: dry runs, schema validation, lint, and a real demo run of the data layer."""
 
-import copy
+import json
 import re
 import subprocess
 import sys
@@ -100,16 +100,10 @@ def test_conda_environment_pins_match_the_constraints():
 
 @pytest.fixture(scope="module")
 def demo_data(tmp_path_factory):
-    """`snakemake --profile profiles/demo data` for real, in a scratch folder, with a quickly trained tiny model."""
+    """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
-    demo = yaml.safe_load((REPO / "profiles" / "demo" / "demo.yaml").read_text())
-    quick = copy.deepcopy(demo)
-    quick["tiny_models"]["tiny"].update(train_steps=20)
-    (workdir / "demo.yaml").write_text(yaml.safe_dump(quick))
-    result = snakemake(
-        "--profile", str(REPO / "profiles" / "demo"), "--configfile", str(workdir / "demo.yaml"),
-        "--directory", str(workdir), "--snakefile", str(REPO / "Snakefile"), "data",
-    )  # fmt: skip
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    result = snakemake("--profile", profile, "--directory", str(workdir), "--snakefile", snakefile)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return workdir
 
@@ -129,3 +123,24 @@ def test_demo_run_writes_the_data_layer(demo_data):
     np.testing.assert_allclose(trie.node_mass[0], 1.0)
     for name in ("prompts/train", "output_spaces/soft/train", "tries/tiny/soft/train", "models/tiny"):
         assert (demo_data / "logs" / f"{name}.log").is_file(), name
+
+
+@pytest.mark.parametrize("recipe", ["soft", "hard"])
+def test_demo_training_halves_the_unseen_parameter_kl(demo_data, recipe):
+    adapter = demo_data / "results" / "adapters" / "tiny" / recipe
+    run = json.loads((adapter / "run.json").read_text())
+    assert run["unseen_soft_kl_after"] < run["unseen_soft_kl_before"] / 2, run
+    assert (adapter / "adapter_model.safetensors").stat().st_size > 0
+    log = read_jsonl(adapter / "train_log.jsonl")
+    assert [r["step"] for r in log] == list(range(1, run["steps"] + 1))
+    assert {"step", "epoch", "loss", "lr", "tokens_per_s"} <= log[0].keys()
+
+
+def test_demo_renders_the_configuration_tables_and_training_curves(demo_data):
+    tables = demo_data / "results" / "tables"
+    for name in ("shared_hyperparams", "method_hyperparams", "benchmark_distributions"):
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    assert "tab:method-hyperparams" in (tables / "method_hyperparams.tex").read_text()
+    figures = demo_data / "results" / "figures"
+    assert (figures / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
