@@ -12,7 +12,7 @@ Everything that differs between families lives in the model's `chat:` entry of `
 
 A formatted prompt is tokenized so that a BOS the template already wrote is not added a second time
 (`encode_prompt`). Completions are tokenized alone, without special tokens, with the tokenizer's EOS
-appended: exactly as `calibft.trie.tokenize_values` tokenizes canonical strings. Outputs are decoded with
+appended: that is `calibft.trie.tokenize_values`, which serves training and the tries alike. Outputs are decoded with
 special tokens skipped and cleaned of reasoning traces by `strip_reasoning`.
 """
 
@@ -108,27 +108,6 @@ def chat_prompt_ids(
 ) -> list[int]:
     """`encode_prompt` of `format_prompt`: the ids a model is prompted with."""
     return encode_prompt(tokenizer, format_prompt(tokenizer, user_message, options, system))
-
-
-def completion_ids(tokenizer: PreTrainedTokenizerBase, completion: str) -> list[int]:
-    """The ids of a completion, tokenized alone without special tokens, then the tokenizer's EOS.
-
-    These are the ids that `calibft.trie.tokenize_values` gives a canonical string.
-    """
-    eos = tokenizer.eos_token_id
-    if eos is None:
-        raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no EOS token; a completion needs one to end")
-    return [*tokenizer(completion, add_special_tokens=False)["input_ids"], eos]
-
-
-def prompt_and_completion_ids(
-    tokenizer: PreTrainedTokenizerBase, prompt_text: str, completion: str
-) -> tuple[list[int], list[int]]:
-    """The ids of a formatted prompt (`encode_prompt`) and of its completion with EOS (`completion_ids`).
-
-    Training feeds their concatenation and computes the loss on the completion part only.
-    """
-    return encode_prompt(tokenizer, prompt_text), completion_ids(tokenizer, completion)
 
 
 def decode_output(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:

@@ -20,11 +20,9 @@ from transformers import PreTrainedTokenizerFast
 from calibft.chat import (
     ChatOptions,
     chat_prompt_ids,
-    completion_ids,
     decode_output,
     encode_prompt,
     format_prompt,
-    prompt_and_completion_ids,
     strip_reasoning,
 )
 from calibft.trie import tokenize_values
@@ -264,28 +262,15 @@ def test_gpt_oss_low_effort_final_channel(gpt_oss):
 
 
 @pytest.mark.parametrize("family", ["tiny_tokenizer", "gemma3", "llama32", "gpt_oss"])
-def test_completion_ids_match_the_trie(family, request):
+def test_canonical_values_tokenize_alone_without_bos_and_end_with_eos(family, request):
+    """Completions and trie paths: even tokenizers that add BOS by default must not add it here."""
     tokenizer = request.getfixturevalue(family)
     values = ["0.25", "-3", "17", "1e-05"]
-    expected = tokenize_values(tokenizer, values)
+    tokenized = tokenize_values(tokenizer, values)
     for row, value in enumerate(values):
-        ids = completion_ids(tokenizer, value)
-        assert ids == expected.tokens[row, : expected.lengths[row]].tolist()
-        assert ids[-1] == tokenizer.eos_token_id and tokenizer.bos_token_id not in ids
-
-
-def test_prompt_and_completion_ids(gemma3):
-    text = format_prompt(gemma3, USER, PLAIN)
-    prompt, completion = prompt_and_completion_ids(gemma3, text, "0.25")
-    assert prompt == encode_prompt(gemma3, text)
-    assert completion == completion_ids(gemma3, "0.25")
-    assert gemma3.decode(prompt + completion) == text + "0.25<eos>"
-
-
-def test_completion_needs_eos():
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
-    with pytest.raises(ValueError, match="no EOS token"):
-        completion_ids(tokenizer, "1")
+        ids = tokenized.tokens[row, : tokenized.lengths[row]].tolist()
+        assert ids == [*tokenizer.encode(value, add_special_tokens=False), tokenizer.eos_token_id]
+        assert tokenizer.bos_token_id not in ids
 
 
 # ---- outputs ----------------------------------------------------------------------------------------------
