@@ -98,7 +98,7 @@ def test_conda_environment_pins_match_the_constraints():
         assert pins[name] == version, name
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one demo run per worker, even when xdist interleaves modules
 def demo_data(tmp_path_factory):
     """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
