@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo
 
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadgroup --durations=15
+	$(BIN)/pytest -n 2 --dist loadfile --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/snakefmt --check . && $(BIN)/snakemake --lint

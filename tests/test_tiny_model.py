@@ -22,7 +22,6 @@ from calibft.tiny_model import (
     training_chats,
 )
 
-pytestmark = pytest.mark.xdist_group("tiny_model")
 QUICK = TinyModelSettings(train_steps=3, batch_size=4, log_every=1)
 NUMBER_FAMILIES = ("gaussian", "binomial")  # a continuous and an integer family, unseen parameters
 NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
@@ -152,7 +151,7 @@ def _sample(model_dir: Path, user: str, n: int) -> list[tuple[str, bool]]:
     ]
 
 
-@pytest.fixture(scope="session")  # one build per worker, even when xdist interleaves modules
+@pytest.fixture(scope="module")
 def default_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("default") / "tiny")
 

@@ -16,7 +16,7 @@ from calibft.output_space import SpaceSet, build_output_space
 from calibft.trie import TrieSet
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("workflow")]
+pytestmark = pytest.mark.workflow
 
 
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -98,7 +98,7 @@ def test_conda_environment_pins_match_the_constraints():
         assert pins[name] == version, name
 
 
-@pytest.fixture(scope="session")  # one demo run per worker, even when xdist interleaves modules
+@pytest.fixture(scope="module")
 def demo_data(tmp_path_factory):
     """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
