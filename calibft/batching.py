@@ -57,3 +57,9 @@ def steps_per_epoch(num_prompts: int, samples_per_prompt: int, world_size: int, 
     """Optimizer steps of one epoch (one batch per rank per step)."""
     per_rank = -(-num_prompts * samples_per_prompt // world_size)
     return -(-per_rank // batch_size)
+
+
+def total_steps(num_prompts: int, recipe: dict, batch_size: int, world_size: int) -> int:
+    """Optimizer steps of a training run: the recipe's epochs, capped at its `max_steps` when it has one."""
+    steps = recipe["epochs"] * steps_per_epoch(num_prompts, recipe["samples_per_prompt"], world_size, batch_size)
+    return min(steps, recipe.get("max_steps", steps))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from calibft.batching import batches, epoch_items, shard, steps_per_epoch
+from calibft.batching import batches, epoch_items, shard, total_steps
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.grid import prompts, select
 from calibft.io import atomic_path, read_jsonl, write_json
@@ -130,16 +130,13 @@ def run(job: TrainJob) -> None:
     families = [p.family for p in chosen]
 
     world, rank, batch_size = accelerator.num_processes, accelerator.process_index, training["per_device_batch_size"]
-    per_epoch = steps_per_epoch(len(chosen), recipe["samples_per_prompt"], world, batch_size)
-    total_steps = min(recipe["epochs"] * per_epoch, recipe.get("max_steps", math.inf))
+    steps = total_steps(len(chosen), recipe, batch_size, world)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
         lr=training["learning_rate"],
         weight_decay=training["weight_decay"],
     )
-    scheduler = get_cosine_schedule_with_warmup(
-        optimizer, math.ceil(training["warmup_fraction"] * total_steps), total_steps
-    )
+    scheduler = get_cosine_schedule_with_warmup(optimizer, math.ceil(training["warmup_fraction"] * steps), steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
     # resume from the last checkpoint, if a previous attempt left one
@@ -149,7 +146,7 @@ def run(job: TrainJob) -> None:
     if progress["step"] > 0:
         accelerator.load_state(str(checkpoint_dir / "state"))
         kept = [r for r in read_jsonl(log_path) if r["step"] <= progress["step"]] if log_path.exists() else []
-        accelerator.print(f"resuming at step {progress['step']} of {total_steps}")
+        accelerator.print(f"resuming at step {progress['step']} of {steps}")
     else:
         kept = []
         progress["kl_before"] = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
@@ -163,7 +160,7 @@ def run(job: TrainJob) -> None:
         items = shard(epoch_items(families, recipe["samples_per_prompt"], job.seed, epoch), rank, world)
         for batch_index, batch_items in enumerate(batches(items, batch_size)):
             step += 1
-            if step > total_steps:
+            if step > steps:
                 break
             if step <= progress["step"]:
                 continue  # done before the restart
@@ -189,11 +186,11 @@ def run(job: TrainJob) -> None:
                 }
                 with open(log_path, "a") as log:
                     log.write(json.dumps(record) + "\n")
-            if step % training["checkpoint_every"] == 0 or step == total_steps:
+            if step % training["checkpoint_every"] == 0 or step == steps:
                 _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
 
     kl_after = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
-    _save_adapter(accelerator, model, job, log_path, total_steps, progress["kl_before"], kl_after, started)
+    _save_adapter(accelerator, model, job, log_path, steps, progress["kl_before"], kl_after, started)
 
 
 def _checkpoint(accelerator, checkpoint_dir: Path, progress: dict) -> None:

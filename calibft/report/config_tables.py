@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibft.batching import steps_per_epoch
+from calibft.batching import total_steps
 from calibft.families import FAMILIES
 from calibft.grid import OOD_PARAMS, TRAIN_AXES, UNSEEN_PARAMS, prompts
 from calibft.output_space import QUANTILE_RANGE
@@ -108,13 +108,8 @@ def training_hardware(resources: Mapping, distributed: str) -> str:
 
 
 def optimizer_steps(num_prompts: int, recipe: Mapping, training: Mapping, world: int) -> int:
-    """Optimizer steps of one training run: every epoch, the prompts x samples_per_prompt items are split
-    evenly across the ranks and each rank's share is cut into batches (the last one partial); one step per
-    `gradient_accumulation` batches; at most the recipe's `max_steps`."""
-    batches = steps_per_epoch(num_prompts, recipe["samples_per_prompt"], world, training["per_device_batch_size"])
-    per_epoch = -(-batches // training.get("gradient_accumulation", 1))
-    steps = recipe["epochs"] * per_epoch
-    return min(steps, recipe["max_steps"]) if "max_steps" in recipe else steps
+    """Optimizer steps of one training run, as the training loop counts them (`batching.total_steps`)."""
+    return total_steps(num_prompts, recipe, training["per_device_batch_size"], world)
 
 
 def shared_hyperparams(config: Mapping, recipes: Sequence[str] | None = None) -> pd.DataFrame:
