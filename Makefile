@@ -30,3 +30,5 @@ lint: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/data_layer.py
+	$(BIN)/python benchmarks/train_step.py
+	$(BIN)/python benchmarks/sampling.py

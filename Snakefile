@@ -12,6 +12,7 @@ include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/eval.smk"
 include: "rules/tables.smk"
 
 
@@ -20,6 +21,7 @@ rule all:
     input:
         data_outputs(),
         adapter_outputs(),
+        eval_outputs(),
         table_outputs(),
     localrule: True
 
@@ -33,6 +35,12 @@ rule data:
 rule adapters:
     input:
         adapter_outputs(),
+    localrule: True
+
+
+rule evaluations:
+    input:
+        eval_outputs(),
     localrule: True
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+from calibft.grid import prompts
+
 
 def check_config(config: dict) -> None:
     """Raise ValueError naming the first key that refers to something the config does not define."""
@@ -20,6 +24,7 @@ def check_config(config: dict) -> None:
                 f"tries.{space} asks for splits {missing} that output_spaces.{space}.splits does not build"
             )
     check_recipes(config)
+    check_evaluation(config)
 
 
 def check_recipes(config: dict) -> None:
@@ -31,6 +36,42 @@ def check_recipes(config: dict) -> None:
             )
         if recipe["objective"] == "soft" and "train" not in config["tries"].get(space, []):
             raise ValueError(f"recipes.{name} trains the soft objective on {space!r}: add train to tries.{space}")
+
+
+def check_evaluation(config: dict) -> None:
+    structured, ssot = config["evaluation"]["structured"], config["evaluation"]["ssot"]
+    space = structured["space"]
+    missing = sorted(set(structured["splits"]) - set(config["tries"].get(space, [])))
+    if missing:
+        raise ValueError(
+            f"evaluation.structured.space is {space!r}, whose tries do not cover splits {missing}: "
+            f"add them to tries.{space} (the logit KL needs them)"
+        )
+    for condition in structured["conditions"]:
+        if condition != "base" and condition not in config["recipes"]:
+            raise ValueError(
+                f"evaluation.structured.conditions names {condition!r}: use base or a recipe "
+                f"({', '.join(config['recipes'])})"
+            )
+    ood = {p.id for p in prompts("ood")}
+    for i, panel in enumerate(structured["qualitative"]):
+        if panel["model"] not in config["models"]:
+            raise ValueError(f"evaluation.structured.qualitative[{i}].model {panel['model']!r} is not a key of models")
+        if panel["prompt"] not in ood:
+            raise ValueError(
+                f"evaluation.structured.qualitative[{i}].prompt {panel['prompt']!r} is not an ood prompt id "
+                f"(e.g. {min(ood)})"
+            )
+    if ssot["qualitative_model"] not in config["models"]:
+        raise ValueError(f"evaluation.ssot.qualitative_model {ssot['qualitative_model']!r} is not a key of models")
+    try:
+        groups = re.compile(ssot["answer_pattern"]).groups
+    except re.error as err:
+        raise ValueError(f"evaluation.ssot.answer_pattern is not a regular expression: {err}") from err
+    if groups < 1:
+        raise ValueError(
+            "evaluation.ssot.answer_pattern needs a group that captures the answer, e.g. <answer>(.*?)</answer>"
+        )
 
 
 def tokenizer_source(config: dict, tokenizer: str) -> str:

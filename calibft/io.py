@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,12 +39,17 @@ def _umask() -> int:
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
-        f.writelines(json.dumps(record) + "\n" for record in records)
+    """One JSON object per line; gzip-compressed when the name ends in `.gz`, without file name or timestamp in
+    the header, so that the same records give the same bytes."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
+        stream = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if str(path).endswith(".gz") else raw
+        with io.TextIOWrapper(stream, encoding="utf-8") as f:
+            f.writelines(json.dumps(record) + "\n" for record in records)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    with open(path) as f:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -62,3 +71,14 @@ def load_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, 
         arrays = {name: data[name] for name in data.files if not name.startswith("meta_")}
         metadata = {name[5:]: data[name].item() for name in data.files if name.startswith("meta_")}
     return arrays, metadata
+
+
+Job = TypeVar("Job")
+
+
+def read_job(job_type: type[Job], command: str, argv: Sequence[str]) -> Job:
+    """The job of `python -m {command} JOB`: a dataclass given as JSON text or as the path of a JSON file."""
+    if len(argv) != 1:
+        sys.exit(f"usage: python -m {command} JOB (a {job_type.__name__} as JSON text, or a JSON file)")
+    text = argv[0] if argv[0].lstrip().startswith("{") else Path(argv[0]).read_text()
+    return job_type(**json.loads(text))

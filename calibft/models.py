@@ -28,8 +28,13 @@ def load_tokenizer(name_or_path: str | Path):
         ) from err
 
 
-def load_model(name_or_path: str | Path, precision: str = "bf16", device: str | None = None):
-    """A causal LM by Hugging Face id or local folder: bf16 on a GPU when asked, fp32 on the CPU."""
+def load_model(
+    name_or_path: str | Path, precision: str = "bf16", device: str | None = None, device_map: str | None = None
+):
+    """A causal LM by Hugging Face id or local folder: bf16 on a GPU when asked, fp32 on the CPU.
+
+    Loaded on the CPU unless `device_map` places it (training leaves placement to accelerate).
+    """
     import torch
     from huggingface_hub.errors import GatedRepoError
     from transformers import AutoModelForCausalLM
@@ -37,9 +42,21 @@ def load_model(name_or_path: str | Path, precision: str = "bf16", device: str | 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if precision == "bf16" and device != "cpu" else torch.float32
     try:
-        return AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+        return AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype, device_map=device_map)
     except GatedRepoError as err:
         raise _gated(name_or_path) from err
+
+
+def load_for_inference(name_or_path: str | Path, precision: str = "bf16", adapter: str | Path | None = None):
+    """A model ready to evaluate, in eval mode: on the GPUs when there are any (`device_map="auto"` spreads a
+    model too large for one GPU over all of them), with a saved LoRA adapter attached when given."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    model = load_model(name_or_path, precision, "cuda" if on_gpu else "cpu", device_map="auto" if on_gpu else None)
+    if adapter is not None:
+        model = load_adapter(model, adapter)
+    return model.eval()
 
 
 def attach_lora(model, lora: dict):

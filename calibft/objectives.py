@@ -88,7 +88,7 @@ def completion_logits(model, batch: CompletionBatch) -> torch.Tensor:
     return out.logits[batch.step_example, batch.step_column]
 
 
-def soft_target_loss(
+def soft_target_kl(
     step_logits: torch.Tensor,
     step_example: torch.Tensor,
     child_step: torch.Tensor,
@@ -96,9 +96,9 @@ def soft_target_loss(
     child_q: torch.Tensor,
     temperature: float = 1.0,
 ) -> torch.Tensor:
-    """Trie KL: per step sum_v q(v) (log q(v) - log softmax(z / tau)_v) over the trie children v, with the
-    softmax over the whole vocabulary (mass outside the children is penalized); mean over the steps of each
-    example, then over the batch."""
+    """Trie KL of each example: per step sum_v q(v) (log q(v) - log softmax(z / tau)_v) over the trie children
+    v, with the softmax over the whole vocabulary (mass outside the children is penalized); mean over the
+    steps of the example."""
     num_steps, num_examples = len(step_logits), int(step_example.max()) + 1
     log_pi = torch.log_softmax(step_logits.float() / temperature, dim=-1)
     q = child_q.float().clamp(min=Q_FLOOR)
@@ -106,8 +106,12 @@ def soft_target_loss(
     terms = q * (q.log() - log_pi[child_step, child_token])
     per_step = torch.zeros(num_steps, device=q.device).index_add_(0, child_step, terms)
     steps = torch.zeros(num_examples, device=q.device).index_add_(0, step_example, torch.ones_like(per_step))
-    per_example = torch.zeros(num_examples, device=q.device).index_add_(0, step_example, per_step) / steps
-    return per_example.mean()
+    return torch.zeros(num_examples, device=q.device).index_add_(0, step_example, per_step) / steps
+
+
+def soft_target_loss(*args, **kwargs) -> torch.Tensor:
+    """The soft-target objective: `soft_target_kl` (same arguments) averaged over the batch."""
+    return soft_target_kl(*args, **kwargs).mean()
 
 
 def completion_cross_entropy(step_logits: torch.Tensor, step_target: torch.Tensor) -> torch.Tensor:

@@ -26,14 +26,15 @@ import torch
 
 from calibft.batching import batches, epoch_items, shard, total_steps
 from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.generation import seed_for
 from calibft.grid import prompts, select
-from calibft.io import atomic_path, read_jsonl, write_json
+from calibft.io import atomic_path, read_job, read_jsonl, write_json
 from calibft.models import attach_lora, load_model, load_tokenizer
 from calibft.objectives import (
     completion_cross_entropy,
     completion_logits,
     make_batch,
-    soft_target_loss,
+    soft_target_kl,
 )
 from calibft.output_space import SpaceSet
 from calibft.trie import TrieSet, tokenize_values
@@ -57,13 +58,13 @@ class TrainJob:
     checkpoint_dir: str  # survives a failed job, unlike the outputs
 
 
-def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None):
-    """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
-    targets = tries.path_targets(items, tries.sample_values(items, rng))
+def soft_path_kl(model, tries: TrieSet, items, values, prompt_ids, pad_id, temperature=1.0, max_len=None):
+    """Trie KL of each item along the path of its value `values[i]` (teacher forced), and the batch's tokens."""
+    targets = tries.path_targets(items, values)
     batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len)
     device = next(model.parameters()).device
     batch = batch.to(device)
-    loss = soft_target_loss(
+    kl = soft_target_kl(
         completion_logits(model, batch),
         batch.step_example,
         torch.as_tensor(targets.child_step, device=device),
@@ -71,7 +72,14 @@ def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, tempe
         torch.as_tensor(targets.child_q, device=device),
         temperature,
     )
-    return loss, batch.num_tokens
+    return kl, batch.num_tokens
+
+
+def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None):
+    """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
+    values = tries.sample_values(items, rng)
+    kl, tokens = soft_path_kl(model, tries, items, values, prompt_ids, pad_id, temperature, max_len)
+    return kl.mean(), tokens
 
 
 def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tokenizer, max_len=None):
@@ -84,19 +92,36 @@ def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tok
     return completion_cross_entropy(completion_logits(model, batch), batch.step_target), batch.num_tokens
 
 
+def fixed_paths(tries: TrieSet, paths: int, seed: int) -> np.ndarray:
+    """[prompts, paths] value indices drawn from each prompt's target with a generator of its own (seed, prompt
+    id), so that a prompt's paths do not depend on which other prompts are evaluated."""
+    return np.stack(
+        [
+            tries.sample_values(np.full(paths, i), np.random.default_rng(seed_for(seed, str(tries.ids[i]))))
+            for i in range(len(tries))
+        ]
+    )
+
+
 @torch.no_grad()
-def probe_kl(model, tries: TrieSet, prompt_ids, pad_id, paths: int, seed: int, batch_size: int = 16) -> float:
-    """Mean soft-target KL over `paths` fixed paths per prompt (teacher-forced), averaged over prompts."""
+def path_kl(model, tries: TrieSet, prompt_ids, pad_id, paths: int, seed: int, batch_size: int = 16) -> np.ndarray:
+    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of REFERENCE section 7)."""
     was_training = model.training
     model.eval()
+    values = fixed_paths(tries, paths, seed).ravel()
     items = np.repeat(np.arange(len(tries)), paths)
-    total = 0.0
-    for part in batches(items, batch_size):
-        rng = np.random.default_rng([seed, int(part[0]), len(part)])
-        loss, _ = soft_batch_loss(model, tries, part, prompt_ids, pad_id, rng)
-        total += loss.item() * len(part)
+    kl = np.empty(len(items))
+    for start in range(0, len(items), batch_size):
+        part = slice(start, start + batch_size)
+        part_kl, _ = soft_path_kl(model, tries, items[part], values[part], prompt_ids, pad_id)
+        kl[part] = part_kl.float().cpu().numpy()
     model.train(was_training)
-    return total / len(items)
+    return kl.reshape(len(tries), paths)
+
+
+def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, training: dict, seed: int) -> float:
+    """The before/after KL of run.json: the mean logit KL over the unseen prompts."""
+    return float(path_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], seed).mean())
 
 
 def _progress(checkpoint_dir: Path) -> dict:
@@ -149,7 +174,9 @@ def run(job: TrainJob) -> None:
         accelerator.print(f"resuming at step {progress['step']} of {steps}")
     else:
         kept = []
-        progress["kl_before"] = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
+        progress["kl_before"] = float(
+            path_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed).mean()
+        )
     if accelerator.is_main_process:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -189,7 +216,7 @@ def run(job: TrainJob) -> None:
             if step % training["checkpoint_every"] == 0 or step == steps:
                 _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
 
-    kl_after = probe_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed)
+    kl_after = _probe_kl(model, probe, probe_ids, pad_id, training, job.seed)
     _save_adapter(accelerator, model, job, log_path, steps, progress["kl_before"], kl_after, started)
 
 
@@ -244,11 +271,7 @@ def _versions() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m calibft.train JOB`, where JOB is a TrainJob as JSON text or the path of a JSON file."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m calibft.train JOB (a TrainJob as JSON text, or a JSON file)")
-    text = argv[0] if argv[0].lstrip().startswith("{") else Path(argv[0]).read_text()
-    run(TrainJob(**json.loads(text)))
+    run(read_job(TrainJob, "calibft.train", sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ validate(config, "../schemas/config.schema.yaml")
 check_config(config)
 
 SPLITS = ["train", "unseen", "ood"]
+STRUCTURED = config["evaluation"]["structured"]
+SSOT = config["evaluation"]["ssot"]
 
 
 wildcard_constraints:
@@ -32,6 +34,9 @@ wildcard_constraints:
     name="|".join(config["tiny_models"]) or "(?!)",
     model="|".join(config["models"]),
     recipe="|".join(config["recipes"]),
+    cond="|".join(STRUCTURED["conditions"]),
+    eval_split="|".join(STRUCTURED["splits"]),
+    metric="w1|kl",
 
 
 def used_tokenizers():
@@ -113,9 +118,11 @@ def model_files(wildcards):
     return [entry["path"]] if "path" in entry else []
 
 
-def model_resource(name):
+def model_resource(name, section="resources"):
+    """A resource of the model's training runs (`resources`) or evaluation jobs (`eval_resources`)."""
+
     def resource(wildcards):
-        return config["models"][wildcards.model]["resources"].get(
+        return config["models"][wildcards.model][section].get(
             name, 1 if name == "cpus" else None
         )
 
@@ -150,6 +157,169 @@ def train_launcher(wildcards, resources):
     )
 
 
+def model_source(model):
+    entry = config["models"][model]
+    return entry.get("path") or entry["hf_id"]
+
+
+def adapter_files(wildcards):
+    """The adapter of a fine-tuned condition; nothing for the base model."""
+    if wildcards.cond == "base":
+        return []
+    return f"results/adapters/{wildcards.model}/{wildcards.cond}/adapter_config.json"
+
+
+def structured_tries(wildcards):
+    """The logit-KL target: the split's tries of the evaluation space, for the model's tokenizer."""
+    tokenizer = config["models"][wildcards.model]["tokenizer"]
+    return f"results/tries/{tokenizer}/{STRUCTURED['space']}/{wildcards.eval_split}.npz"
+
+
+def eval_job(wildcards, output, evaluation, settings, **extra):
+    """The resolved StructuredJob of calibft.evals.structured, as JSON."""
+    entry = config["models"][wildcards.model]
+    cond = getattr(wildcards, "cond", "base")
+    job = {
+        "evaluation": evaluation,
+        "model": model_source(wildcards.model),
+        "model_key": wildcards.model,
+        "tokenizer": tokenizer_source(config, entry["tokenizer"]),
+        "chat": entry["chat"],
+        "condition": cond,
+        "adapter": (
+            None if cond == "base" else f"results/adapters/{wildcards.model}/{cond}"
+        ),
+        "split": wildcards.eval_split,
+        "seed": config["seed"],
+        "precision": config["evaluation"]["precision"],
+        "sampling": settings["sampling"],
+        "out_dir": os.path.dirname(output.metrics),
+        "checkpoint_dir": f"results/checkpoints/eval/{wildcards.model}/{cond}/{evaluation}/{wildcards.eval_split}",
+        **extra,
+    }
+    return json.dumps(job)
+
+
+def structured_job(wildcards, input, output):
+    return eval_job(
+        wildcards,
+        output,
+        "structured",
+        STRUCTURED,
+        tries=input.tries,
+        logit_kl_paths=STRUCTURED["logit_kl_paths"],
+        logit_kl_batch_size=STRUCTURED["logit_kl_batch_size"],
+    )
+
+
+def ssot_job(wildcards, output):
+    return eval_job(
+        wildcards,
+        output,
+        "ssot",
+        SSOT,
+        chat_overrides=config["models"][wildcards.model].get("ssot_chat", {}),
+        system=SSOT["instruction"],
+        answer_pattern=SSOT["answer_pattern"],
+    )
+
+
+def structured_metrics(split, conditions=None):
+    """metrics.json of every model and condition on one split."""
+    return [
+        f"results/eval/{model}/{cond}/structured/{split}/metrics.json"
+        for model in config["models"]
+        for cond in conditions or STRUCTURED["conditions"]
+    ]
+
+
+def ssot_metrics(split):
+    return [
+        f"results/eval/{model}/base/ssot/{split}/metrics.json"
+        for model in config["models"]
+    ]
+
+
+def structured_runs(conditions=None):
+    """[model, condition] pairs in table order: the models of the config, each with its conditions."""
+    return [
+        [model, cond]
+        for model in config["models"]
+        for cond in conditions or STRUCTURED["conditions"]
+    ]
+
+
+def split_metrics(wildcards):
+    return structured_metrics(wildcards.eval_split)
+
+
+# The SSOT tables put the baseline next to the base model and the soft-target adapter.
+SSOT_CONDITIONS = [c for c in ("base", "soft") if c in STRUCTURED["conditions"]]
+
+
+def ssot_table_inputs(wildcards):
+    return {
+        "structured": structured_metrics(wildcards.eval_split, SSOT_CONDITIONS),
+        "ssot": ssot_metrics(wildcards.eval_split),
+    }
+
+
+def figure_metrics(wildcards):
+    return {split: structured_metrics(split) for split in STRUCTURED["splits"]}
+
+
+def samples_file(model, cond, split):
+    evaluation = "ssot" if cond == "ssot" else "structured"
+    return f"results/eval/{model}/{'base' if cond == 'ssot' else cond}/{evaluation}/{split}/samples.jsonl.gz"
+
+
+def qualitative_panels(name):
+    """[model, condition, prompt] of every histogram of a qualitative figure, in drawing order."""
+    if name == "main_ood_qualitative":
+        return [
+            [panel["model"], cond, panel["prompt"]]
+            for panel in STRUCTURED["qualitative"]
+            for cond in STRUCTURED["conditions"]
+        ]
+    return [
+        [SSOT["qualitative_model"], cond, panel["prompt"]]
+        for panel in STRUCTURED["qualitative"]
+        for cond in ["base", "ssot", *SSOT_CONDITIONS[1:]]
+    ]
+
+
+def qualitative_panels_of(wildcards):
+    return qualitative_panels(wildcards.figure)
+
+
+def qualitative_samples(wildcards):
+    return [
+        samples_file(model, cond, "ood")
+        for model, cond, _ in qualitative_panels(wildcards.figure)
+    ]
+
+
+def metric_key(wildcards):
+    """The metrics.json key of a per-distribution figure's {metric}."""
+    return {"w1": "w1_norm", "kl": "logit_kl"}[wildcards.metric]
+
+
+def eval_outputs():
+    """Every evaluation of the structured-sampling benchmark."""
+    return [
+        path
+        for split in STRUCTURED["splits"]
+        for path in structured_metrics(split) + ssot_metrics(split)
+    ]
+
+
+CONDITION_TITLES = {
+    "base": "Base",
+    **{recipe: recipe.replace("_", " ").capitalize() for recipe in config["recipes"]},
+    "ssot": "SSOT",
+}
+MODEL_TITLES = {name: model["display"] for name, model in config["models"].items()}
+
 CONFIG_TABLES = ["shared_hyperparams", "method_hyperparams", "benchmark_distributions"]
 
 
@@ -165,12 +335,22 @@ TRAINING_RUNS = [
 ]
 
 
+QUALITATIVE_FIGURES = ["main_ood_qualitative", "appendix_ssot_qualitative"]
+
+
 def table_outputs():
-    """The tables and figures rendered so far: configuration tables and training curves."""
-    tables = expand(
-        "results/tables/{table}.{ext}", table=CONFIG_TABLES, ext=["tex", "csv", "md"]
-    )
-    return tables + [
-        "results/figures/training_curves.pdf",
-        "results/figures/training_curves.png",
+    """Every table and figure: configuration tables, training curves, the structured-sampling benchmark."""
+    splits = STRUCTURED["splits"]
+    tables = [*CONFIG_TABLES]
+    tables += [f"main_{split}" for split in splits]
+    tables += [f"ssot_structured_{split}" for split in splits]
+    figures = ["training_curves", "main_structured_sampling"]
+    figures += [
+        f"appendix_{split}_{metric}_per_dist"
+        for split in splits
+        for metric in ("w1", "kl")
     ]
+    figures += QUALITATIVE_FIGURES if "ood" in splits else []
+    return expand(
+        "results/tables/{table}.{ext}", table=tables, ext=["tex", "csv", "md"]
+    ) + expand("results/figures/{figure}.{ext}", figure=figures, ext=["pdf", "png"])

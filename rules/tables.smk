@@ -44,3 +44,133 @@ rule training_curves:
         titles={name: model["display"] for name, model in config["models"].items()},
     script:
         "../workflow_scripts/training_curves.py"
+
+
+rule structured_table:
+    input:
+        split_metrics,
+    output:
+        report(
+            multiext("results/tables/main_{eval_split}", ".tex", ".csv", ".md"),
+            category="Tables",
+            subcategory="Structured sampling",
+        ),
+    log:
+        "logs/tables/main_{eval_split}.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        kind="structured_table",
+        split="{eval_split}",
+        runs=structured_runs(),
+        model_titles=MODEL_TITLES,
+        condition_titles=CONDITION_TITLES,
+    script:
+        "../workflow_scripts/structured_report.py"
+
+
+rule ssot_table:
+    input:
+        unpack(ssot_table_inputs),
+    output:
+        report(
+            multiext(
+                "results/tables/ssot_structured_{eval_split}", ".tex", ".csv", ".md"
+            ),
+            category="Tables",
+            subcategory="Structured sampling",
+        ),
+    log:
+        "logs/tables/ssot_structured_{eval_split}.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        kind="ssot_table",
+        split="{eval_split}",
+        runs=structured_runs(SSOT_CONDITIONS),
+        models=list(config["models"]),
+        conditions=SSOT_CONDITIONS,
+        model_titles=MODEL_TITLES,
+        condition_titles=CONDITION_TITLES,
+    script:
+        "../workflow_scripts/structured_report.py"
+
+
+rule structured_sampling_figure:
+    input:
+        unpack(figure_metrics),
+    output:
+        pdf=report(
+            "results/figures/main_structured_sampling.pdf",
+            category="Figures",
+            subcategory="Structured sampling",
+        ),
+        png="results/figures/main_structured_sampling.png",
+    log:
+        "logs/figures/main_structured_sampling.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        kind="structured_sampling_figure",
+        splits=STRUCTURED["splits"],
+        runs={split: structured_runs() for split in STRUCTURED["splits"]},
+        model_titles=MODEL_TITLES,
+        condition_titles=CONDITION_TITLES,
+    script:
+        "../workflow_scripts/structured_report.py"
+
+
+rule per_distribution_figure:
+    input:
+        split_metrics,
+    output:
+        pdf=report(
+            "results/figures/appendix_{eval_split}_{metric}_per_dist.pdf",
+            category="Figures",
+            subcategory="Structured sampling",
+        ),
+        png="results/figures/appendix_{eval_split}_{metric}_per_dist.png",
+    log:
+        "logs/figures/appendix_{eval_split}_{metric}_per_dist.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        kind="per_distribution_figure",
+        split="{eval_split}",
+        key=metric_key,
+        runs=structured_runs(),
+        model_titles=MODEL_TITLES,
+        condition_titles=CONDITION_TITLES,
+    script:
+        "../workflow_scripts/structured_report.py"
+
+
+rule qualitative_figure:
+    input:
+        qualitative_samples,
+    output:
+        pdf=report(
+            "results/figures/{figure}.pdf",
+            category="Figures",
+            subcategory="Structured sampling",
+        ),
+        png="results/figures/{figure}.png",
+    log:
+        "logs/figures/{figure}.log",
+    wildcard_constraints:
+        figure="|".join(QUALITATIVE_FIGURES),
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        kind="qualitative_figure",
+        name="{figure}",
+        panels=qualitative_panels_of,
+        model_titles=MODEL_TITLES,
+        condition_titles=CONDITION_TITLES,
+    script:
+        "../workflow_scripts/structured_report.py"

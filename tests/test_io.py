@@ -30,3 +30,14 @@ def test_npz_round_trip_with_metadata(tmp_path):
     save_npz(tmp_path / "a.npz", {"x": np.arange(3)}, {"decimals": 5, "tokenizer": "t"})
     arrays, metadata = load_npz(tmp_path / "a.npz")
     assert arrays["x"].tolist() == [0, 1, 2] and metadata == {"decimals": 5, "tokenizer": "t"}
+
+
+def test_gzipped_jsonl_round_trip_gives_the_same_bytes_for_the_same_records(tmp_path):
+    import gzip
+
+    records = [{"id": "poisson-001", "index": i, "text": "3", "value": 3.0, "valid": True} for i in range(3)]
+    write_jsonl(tmp_path / "a.jsonl.gz", records)
+    write_jsonl(tmp_path / "b.jsonl.gz", records)
+    assert read_jsonl(tmp_path / "a.jsonl.gz") == records
+    assert gzip.decompress((tmp_path / "a.jsonl.gz").read_bytes()).count(b"\n") == 3
+    assert (tmp_path / "a.jsonl.gz").read_bytes() == (tmp_path / "b.jsonl.gz").read_bytes()

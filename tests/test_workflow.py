@@ -29,30 +29,50 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
 
 
-def test_paper_dry_run_on_slurm_plans_data_and_training_jobs():
+def test_paper_dry_run_on_slurm_plans_every_job():
     result = snakemake("-n", "--profile", "profiles/slurm", "all")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
-    # 12 models x (soft, hard) adapters, the configuration tables and the training curves
+    # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations,
+    # 12 models x 2 splits SSOT runs, and the tables and figures
     assert counts == {
-        "prompts": 3, "output_space": 4, "trie": 12, "train": 24, "config_tables": 1, "training_curves": 1,
-        "all": 1, "total": 46,
+        "prompts": 3, "output_space": 4, "trie": 12, "train": 24, "structured_eval": 72, "ssot_eval": 24,
+        "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_table": 2,
+        "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 2,
+        "all": 1, "total": 153,
     }  # fmt: skip
     assert "build_tiny_model" not in result.stdout
-    trains = [block for block in result.stdout.split("\n\n") if "\nrule train:" in block]
+    blocks = result.stdout.split("\n\n")
+    trains = [block for block in blocks if "\nrule train:" in block]
     assert len(trains) == 24
     for block in trains:  # each on one node with 4 A100 GPUs, launched with FSDP
         assert "gpu=4, gpu_model=a100" in block
         assert "accelerate launch --config_file" in block and "fsdp.yaml --num_processes 4" in block
+    evals = [block for block in blocks if re.search(r"\nrule (structured|ssot)_eval:", block)]
+    assert len(evals) == 96
+    for block in evals:  # one A100 each, two for the 27B model
+        gpus = 2 if "gemma3_27b_it" in block else 1
+        assert f"gpu={gpus}, gpu_model=a100" in block, block
+
+
+def test_one_table_plans_only_what_it_needs():
+    result = snakemake("-n", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    assert counts["structured_eval"] == 36 and counts["structured_table"] == 1
+    assert "ssot_eval" not in counts and "qualitative_figure" not in counts
+    assert "structured/unseen" not in result.stdout
 
 
 def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     result = snakemake("-n", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
-        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "config_tables": 1,
-        "training_curves": 1, "all": 1, "total": 16,
+        "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "structured_eval": 6,
+        "ssot_eval": 2, "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_table": 2,
+        "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 2, "all": 1,
+        "total": 35,
     }  # fmt: skip
 
 
@@ -72,6 +92,16 @@ def _config_with(tmp_path: Path, edit) -> Path:
         (lambda c: c.update(learning_rate=0.1), r"Additional properties are not allowed \('learning_rate'"),
         (lambda c: c["models"]["qwen3_4b"].update(tokenizer="qwen"), r"models\.qwen3_4b\.tokenizer is 'qwen'"),
         (lambda c: c["tries"].update(coarse=["train"]), r"tries\.coarse names no output space"),
+        (
+            lambda c: c["evaluation"]["structured"].update(conditions=["base", "sharp"]),
+            r"evaluation\.structured\.conditions names 'sharp'",
+        ),
+        (
+            lambda c: c["evaluation"]["structured"]["qualitative"][0].update(prompt="gaussian-000"),
+            r"'gaussian-000' is not an ood prompt id",
+        ),
+        (lambda c: c["evaluation"]["ssot"].update(answer_pattern="<answer>"), r"needs a group that captures"),
+        (lambda c: c["models"]["qwen3_4b"].pop("eval_resources"), r"'eval_resources' is a required property"),
     ],
 )
 def test_malformed_config_fails_before_any_job(tmp_path, edit, message):
@@ -144,3 +174,49 @@ def test_demo_renders_the_configuration_tables_and_training_curves(demo_data):
     assert "tab:method-hyperparams" in (tables / "method_hyperparams.tex").read_text()
     figures = demo_data / "results" / "figures"
     assert (figures / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+CONDITIONS = ("base", "soft", "hard")
+
+
+def _structured(demo_data: Path, cond: str, split: str) -> dict:
+    return json.loads(
+        (demo_data / "results" / "eval" / "tiny" / cond / "structured" / split / "metrics.json").read_text()
+    )
+
+
+@pytest.mark.parametrize("split", ["unseen", "ood"])
+@pytest.mark.parametrize("recipe", ["soft", "hard"])
+def test_demo_fine_tuning_beats_the_base_model_on_structured_sampling(demo_data, recipe, split):
+    base, tuned = (_structured(demo_data, cond, split)["aggregate"] for cond in ("base", recipe))
+    assert tuned["logit_kl"] < base["logit_kl"], (base, tuned)
+    assert tuned["w1_norm"] is not None, tuned
+    assert base["w1_norm"] is None or tuned["w1_norm"] < base["w1_norm"], (base, tuned)
+
+
+def test_demo_structured_outputs_follow_the_artifact_contract(demo_data):
+    for split in ("unseen", "ood"):
+        for cond in CONDITIONS:
+            folder = demo_data / "results" / "eval" / "tiny" / cond / "structured" / split
+            samples = read_jsonl(folder / "samples.jsonl.gz")
+            assert len(samples) == len(prompts(split)) * 200
+            assert len(read_jsonl(folder / "logit_kl.jsonl")) == len(prompts(split))
+        ssot = json.loads(
+            (demo_data / "results" / "eval" / "tiny" / "base" / "ssot" / split / "metrics.json").read_text()
+        )
+        assert ssot["evaluation"] == "ssot" and ssot["aggregate"]["logit_kl"] is None
+        assert len(ssot["prompts"]) == len(prompts(split))
+
+
+def test_demo_renders_the_structured_tables_and_figures(demo_data):
+    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
+    for name in ("main_ood", "main_unseen", "ssot_structured_ood", "ssot_structured_unseen"):
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    assert "tab:main-ood" in (tables / "main_ood.tex").read_text()
+    assert "Tiny (demo)" in (tables / "main_unseen.md").read_text()
+    names = ["main_structured_sampling", "main_ood_qualitative", "appendix_ssot_qualitative"]
+    names += [f"appendix_{split}_{metric}_per_dist" for split in ("ood", "unseen") for metric in ("w1", "kl")]
+    for name in names:
+        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name

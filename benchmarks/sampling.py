@@ -1,0 +1,137 @@
+"""Benchmark of the sampling engine against plain `model.generate`: answers per second for one prompt.
+
+    python benchmarks/sampling.py [--model PATH] [--answers 1000] [--max-new-tokens 32] [--plain-batch 16]
+
+Both draw `--answers` answers to one training prompt of the tiny model with pure sampling (temperature 1,
+top_p 1, no top-k) and at most `--max-new-tokens` new tokens. Plain is the authors' setting: `model.generate`
+on the prompt repeated `--plain-batch` times per call (a smaller last call makes the count exact). The engine
+is `calibft.generation.sample`: one prefill, then decode batches of `--batch-size` answers. Each side runs once
+untimed, then `--repeats` timed times; the medians are reported. The model is
+`--model`, else results/models/tiny when it exists, else a tiny model built into a temporary folder
+(`--train-steps`; the demo model's 1000 steps take about a minute). Runs on the GPU when there is one.
+Prints one JSON line; answers/s are `--answers` over the median seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.generation import SamplingSettings, sample, stop_token_ids
+from calibft.grid import prompts
+from calibft.models import load_model, load_tokenizer
+from calibft.tiny_model import build_tiny_model
+
+DEMO_MODEL = Path(__file__).resolve().parents[1] / "results" / "models" / "tiny"
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+
+
+def _timed(run: Callable[[int], list[int]], repeats: int, device: torch.device) -> tuple[float, list[int]]:
+    """Median seconds of `run(i)` (which returns the answer lengths) after one untimed warm-up, and all lengths.
+
+    The warm-up is a full-size call, so that the timed ones do not pay for first allocations of the large buffers.
+    """
+    run(-1)
+    times, lengths = [], []
+    for i in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        lengths += run(i)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), lengths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, default=None, help="model folder (default: the demo model or a new one)")
+    parser.add_argument("--train-steps", type=int, default=1000, help="training steps of a newly built tiny model")
+    parser.add_argument("--answers", type=int, default=1000)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--plain-batch", type=int, default=16, help="prompt copies per `generate` call")
+    parser.add_argument("--batch-size", type=int, default=1000, help="answers per decode batch of the engine")
+    parser.add_argument("--prompt", type=int, default=0, help="index of the training prompt")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (the median is reported)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.model or (DEMO_MODEL if DEMO_MODEL.is_dir() else None)
+        if path is None:
+            path = build_tiny_model(Path(tmp) / "tiny", train_steps=args.train_steps)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        tokenizer = load_tokenizer(path)
+        model = load_model(path, "bf16", device.type).to(device).eval()
+        stops = stop_token_ids(model, tokenizer)
+        prompt_ids = chat_prompt_ids(tokenizer, prompts("train")[args.prompt].prompt, ChatOptions.from_config(CHAT))
+        prompt = torch.tensor([prompt_ids], device=device)
+
+        def plain(repeat: int) -> list[int]:
+            torch.manual_seed(repeat + 1)
+            answers, lengths = args.answers, []
+            with torch.inference_mode():
+                for start in range(0, answers, args.plain_batch):
+                    rows = min(args.plain_batch, answers - start)
+                    out = model.generate(
+                        prompt.expand(rows, -1),
+                        attention_mask=torch.ones((rows, len(prompt_ids)), dtype=torch.long, device=device),
+                        do_sample=True,
+                        temperature=1.0,
+                        top_p=1.0,
+                        top_k=0,
+                        max_new_tokens=args.max_new_tokens,
+                        eos_token_id=stops,
+                        pad_token_id=tokenizer.pad_token_id,
+                    )
+                    for row in out[:, len(prompt_ids) :].tolist():
+                        lengths.append(next((i for i, t in enumerate(row) if t in stops), len(row)))
+            return lengths
+
+        def engine(repeat: int) -> list[int]:
+            settings = SamplingSettings(args.answers, args.max_new_tokens, batch_size=args.batch_size)
+            return [len(ids) for ids in sample(model, prompt_ids, settings, stops, seed=repeat + 1).token_ids]
+
+        plain_s, plain_lengths = _timed(plain, args.repeats, device)
+        engine_s, engine_lengths = _timed(engine, args.repeats, device)
+
+    print(
+        json.dumps(
+            {
+                "benchmark": "sampling",
+                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "torch_threads": torch.get_num_threads(),
+                "model": str(args.model or (DEMO_MODEL if DEMO_MODEL.is_dir() else f"tiny, {args.train_steps} steps")),
+                "prompt_tokens": len(prompt_ids),
+                "answers": args.answers,
+                "repeats": args.repeats,
+                "max_new_tokens": args.max_new_tokens,
+                "plain_batch": args.plain_batch,
+                "plain_generate_calls": math.ceil(args.answers / args.plain_batch),
+                "engine_batch_size": args.batch_size,
+                "plain_seconds": round(plain_s, 3),
+                "engine_seconds": round(engine_s, 3),
+                "plain_answers_per_s": round(args.answers / plain_s, 1),
+                "engine_answers_per_s": round(args.answers / engine_s, 1),
+                "engine_over_plain": round(plain_s / engine_s, 2),
+                "plain_mean_answer_tokens": round(statistics.mean(plain_lengths), 2),
+                "engine_mean_answer_tokens": round(statistics.mean(engine_lengths), 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Structured-sampling evaluation and the SSOT baseline (REFERENCE sections 7 and 13).
+
+    python -m calibft.evals.structured JOB     # JOB: a StructuredJob as JSON text or file
+
+For one model, condition (base or a recipe's adapter) and split, every prompt gets:
+
+- its logit KL (structured only): the trie KL of `logit_kl_paths` fixed paths from the evaluation target,
+  teacher forced (`calibft.train.path_kl`);
+- `samples_per_prompt` answers from the sampling engine, each parsed and checked for validity; the SSOT
+  baseline prompts with its instruction as the system message and takes the answer from `answer_pattern`.
+
+Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: id, index, text, value, valid, finished),
+`logit_kl.jsonl` (structured only) and `metrics.json` (per prompt, per family, aggregate), which `score`
+computes from the samples alone, so that anyone can recompute it. With a `checkpoint_dir`, each prompt's
+samples are kept there as soon as they are drawn, and a job restarted after a preemption samples only the
+prompts that are left (each prompt's seed is its own, so the result is the uninterrupted one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.families import family
+from calibft.generation import SamplingSettings, sample_texts, seed_for
+from calibft.grid import Prompt, prompts, select
+from calibft.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.metrics import (
+    family_means,
+    family_median,
+    finite_or_none,
+    parse_number,
+    valid_mask,
+    w1_scale,
+    wasserstein1,
+)
+from calibft.models import load_for_inference, load_tokenizer
+from calibft.trie import TrieSet
+
+EVALUATIONS = ("structured", "ssot")
+
+
+@dataclass(frozen=True)
+class StructuredJob:
+    """Everything one evaluation job needs, resolved from the config by the workflow."""
+
+    evaluation: str  # "structured" or "ssot"
+    model: str  # Hugging Face id or folder
+    model_key: str  # the model's key in the config: part of every sample's seed
+    tokenizer: str
+    chat: dict  # the model's `chat:` entry
+    condition: str  # "base" or a recipe name
+    split: str  # "unseen" or "ood"
+    seed: int
+    precision: str
+    sampling: dict  # samples_per_prompt, max_new_tokens, temperature, top_p, batch_size
+    out_dir: str
+    adapter: str | None = None  # the recipe's adapter folder; None for the base model
+    chat_overrides: dict = field(default_factory=dict)  # e.g. SSOT turns Qwen3's thinking on
+    tries: str | None = None  # the logit-KL target of the split (structured only)
+    logit_kl_paths: int = 4
+    logit_kl_batch_size: int = 16
+    system: str | None = None  # SSOT: its instruction
+    answer_pattern: str | None = None  # SSOT: a regex whose first group is the answer
+    checkpoint_dir: str | None = None  # per-prompt samples of an interrupted attempt, kept until the job ends
+
+    def __post_init__(self):
+        if self.evaluation not in EVALUATIONS:
+            raise ValueError(f"evaluation must be one of {EVALUATIONS}, got {self.evaluation!r}")
+        if self.answer_pattern is not None and re.compile(self.answer_pattern).groups < 1:
+            raise ValueError(f"answer_pattern {self.answer_pattern!r} needs a group that captures the answer")
+
+
+def extract_answer(text: str, pattern: str | None) -> str | None:
+    """The answer part of an output: all of it, or the first group of the first match of `pattern`."""
+    if pattern is None:
+        return text
+    match = re.search(pattern, text, re.DOTALL)
+    return match.group(1) if match else None
+
+
+def sample_records(prompt: Prompt, texts: Sequence[str], finished: np.ndarray, pattern: str | None) -> list[dict]:
+    """One record per answer: its text, the number it parses to (None if none) and whether that is valid."""
+    answers = [extract_answer(text, pattern) for text in texts]
+    values = [None if answer is None else parse_number(answer) for answer in answers]
+    valid = valid_mask(np.array([np.nan if v is None else v for v in values]), prompt.family, prompt.params)
+    return [
+        {"id": prompt.id, "index": i, "text": text, "value": value, "valid": bool(ok), "finished": bool(done)}
+        for i, (text, value, ok, done) in enumerate(zip(texts, values, valid, finished, strict=True))
+    ]
+
+
+def prompt_metrics(prompt: Prompt, records: Sequence[dict], logit_kl: float | None = None) -> dict:
+    """The figures of one prompt from its sample records."""
+    law = family(prompt.family).law(prompt.params)
+    values = np.array([r["value"] for r in records if r["valid"]], dtype=np.float64)
+    w1, scale = wasserstein1(values, law), w1_scale(law)
+    return {
+        "id": prompt.id,
+        "family": prompt.family,
+        "params": dict(prompt.params),
+        "samples": len(records),
+        "valid": len(values),
+        "valid_rate": len(values) / len(records) if records else None,
+        "w1": finite_or_none(w1),
+        "w1_scale": scale,
+        "w1_norm": finite_or_none(w1 / scale),
+        "logit_kl": logit_kl,
+    }
+
+
+def score(
+    chosen: Sequence[Prompt], records: Sequence[dict], logit_kl: Mapping[str, float] | None = None, **header
+) -> dict:
+    """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate (median across
+    families, None when a family has no finite value; valid rate: mean across families)."""
+    by_prompt: dict[str, list[dict]] = {p.id: [] for p in chosen}
+    for record in records:
+        by_prompt[record["id"]].append(record)
+    rows = [prompt_metrics(p, by_prompt[p.id], None if logit_kl is None else logit_kl[p.id]) for p in chosen]
+    families = [row["family"] for row in rows]
+    means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}
+    family_rows = [
+        {"family": name, **{key: means[key][name] for key in means}, "num_prompts": families.count(name)}
+        for name in means["w1_norm"]
+    ]
+    valid_rates = [v for v in means["valid_rate"].values() if v is not None]
+    return {
+        **header,
+        "aggregate": {
+            "w1_norm": family_median(means["w1_norm"]),
+            "logit_kl": None if logit_kl is None else family_median(means["logit_kl"]),
+            "valid_rate": float(np.mean(valid_rates)) if valid_rates else None,
+            "num_families": len(family_rows),
+            "undefined_families": [name for name, mean in means["w1_norm"].items() if mean is None],
+        },
+        "families": family_rows,
+        "prompts": rows,
+    }
+
+
+def run(job: StructuredJob) -> None:
+    started = time.time()
+    tokenizer = load_tokenizer(job.tokenizer)
+    model = load_for_inference(job.model, job.precision, job.adapter)
+    options = ChatOptions.from_config(job.chat).merged(job.chat_overrides, "chat_overrides")
+    tries = TrieSet.load(job.tries) if job.tries else None
+    chosen = select(prompts(job.split), None if tries is None else list(tries.ids))
+    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, job.system) for p in chosen]
+    out = Path(job.out_dir)
+
+    logit_kl = None
+    if tries is not None:
+        from calibft.train import path_kl  # torch-heavy training module: only where the logit KL is needed
+
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        kl = path_kl(model, tries, prompt_ids, pad_id, job.logit_kl_paths, job.seed, job.logit_kl_batch_size)
+        logit_kl = {p.id: float(row.mean()) for p, row in zip(chosen, kl, strict=True)}
+        write_jsonl(
+            out / "logit_kl.jsonl",
+            (
+                {"id": p.id, "family": p.family, "path_kl": row.tolist(), "logit_kl": float(row.mean())}
+                for p, row in zip(chosen, kl, strict=True)
+            ),
+        )
+
+    settings = SamplingSettings(
+        num_samples=job.sampling["samples_per_prompt"],
+        max_new_tokens=job.sampling["max_new_tokens"],
+        temperature=job.sampling.get("temperature", 1.0),
+        top_p=job.sampling.get("top_p", 1.0),
+        batch_size=job.sampling.get("batch_size", job.sampling["samples_per_prompt"]),
+    )
+    checkpoint = _checkpoint(job)
+    records = []
+    for prompt, ids in zip(
+        tqdm(chosen, desc=f"{job.evaluation} {job.model_key}/{job.condition}/{job.split}"), prompt_ids, strict=True
+    ):
+        done = checkpoint / f"{prompt.id}.jsonl.gz" if checkpoint else None
+        if done is not None and done.exists():  # sampled before a preemption, from the same seed
+            records.extend(read_jsonl(done))
+            continue
+        seed = seed_for(job.seed, job.evaluation, job.model_key, job.condition, prompt.id)
+        texts, finished = sample_texts(model, tokenizer, ids, settings, seed)
+        prompt_records = sample_records(prompt, texts, finished, job.answer_pattern)
+        if done is not None:
+            write_jsonl(done, prompt_records)
+        records.extend(prompt_records)
+    write_jsonl(out / "samples.jsonl.gz", records)
+    header = {
+        "evaluation": job.evaluation,
+        "model": job.model_key,
+        "condition": job.condition,
+        "split": job.split,
+        "samples_per_prompt": settings.num_samples,
+        "wall_time_s": time.time() - started,
+        "job": asdict(job),
+    }
+    write_json(out / "metrics.json", score(chosen, records, logit_kl, **header))
+    if checkpoint:
+        shutil.rmtree(checkpoint)
+
+
+def _checkpoint(job: StructuredJob) -> Path | None:
+    """The job's checkpoint folder, emptied first when it holds the samples of a different job."""
+    if job.checkpoint_dir is None:
+        return None
+    folder, stamp = Path(job.checkpoint_dir), {k: v for k, v in asdict(job).items() if k != "checkpoint_dir"}
+    if (folder / "job.json").exists() and json.loads((folder / "job.json").read_text()) != stamp:
+        shutil.rmtree(folder)
+    write_json(folder / "job.json", stamp)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(read_job(StructuredJob, "calibft.evals.structured", sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()

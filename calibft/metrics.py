@@ -1,0 +1,86 @@
+"""Scoring of sampled numbers against a target law (REFERENCE section 7).
+
+- `parse_number`: the text of an answer (reasoning stripped) as a float, or None when it is not exactly one
+  plain decimal or scientific number.
+- `valid_mask`: finite, inside the family's support, and within 1e-9 of an integer for integer families.
+- `wasserstein1`: W1 = mean_i |x_(i) - F^-1((i - 0.5) / N)| over the N sorted valid samples; the normalized W1
+  divides it by the target's Q95 - Q05.
+- `family_median`: mean of the finite per-prompt values within each family, then the median across families;
+  undefined (None) as soon as one family has no finite value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from calibft.families import Params, family
+
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+INTEGER_TOLERANCE = 1e-9
+SCALE_QUANTILES = (0.05, 0.95)
+
+
+def parse_number(text: str) -> float | None:
+    """The number an answer states, or None: after stripping whitespace the whole text must be one number."""
+    text = text.strip()
+    if not NUMBER.fullmatch(text):
+        return None
+    value = float(text)  # a long digit string overflows to inf rather than raising
+    return value if math.isfinite(value) else None
+
+
+def valid_mask(values: np.ndarray, family_id: str, params: Params) -> np.ndarray:
+    """True where a parsed value (NaN: did not parse) is a possible draw of the family's law."""
+    spec = family(family_id)
+    values = np.asarray(values, dtype=np.float64)
+    lower, upper = spec.support(params)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(values) & (values >= lower) & (values <= upper)
+        if spec.integer:
+            valid &= np.abs(values - np.round(values)) <= INTEGER_TOLERANCE
+    return valid
+
+
+def wasserstein1(samples: np.ndarray, law) -> float:
+    """W1 between the empirical law of `samples` and a frozen SciPy law; NaN without samples."""
+    samples = np.sort(np.asarray(samples, dtype=np.float64))
+    n = len(samples)
+    if n == 0:
+        return math.nan
+    quantiles = law.ppf((np.arange(1, n + 1) - 0.5) / n)
+    with np.errstate(over="ignore"):  # only a W1 beyond the float range overflows; it is reported as undefined
+        return float(np.sum(np.abs(samples - quantiles) / n))
+
+
+def w1_scale(law) -> float:
+    """Q95 - Q05 of the target law: what makes W1 comparable across families and parameters."""
+    low, high = law.ppf(SCALE_QUANTILES)
+    return float(high - low)
+
+
+def finite_or_none(value: float) -> float | None:
+    """A JSON-ready number: None where a metric is undefined (NaN) or overflowed (inf)."""
+    return float(value) if math.isfinite(value) else None
+
+
+def family_means(values: Sequence[float | None], families: Sequence[str]) -> dict[str, float | None]:
+    """Per family (in order of first appearance), the mean of its finite values; None when it has none."""
+    values = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
+    families = np.asarray(families)
+    means = {}
+    for name in dict.fromkeys(families.tolist()):
+        own = values[(families == name) & np.isfinite(values)]
+        with np.errstate(over="ignore"):
+            means[name] = finite_or_none(own.mean()) if len(own) else None
+    return means
+
+
+def family_median(means: Mapping[str, float | None]) -> float | None:
+    """The median across families of their means; None when a family has no finite estimate."""
+    if not means or any(v is None or not math.isfinite(v) for v in means.values()):
+        return None
+    return float(np.median(list(means.values())))

@@ -1,0 +1,685 @@
+"""The structured-sampling evaluation as the paper shows it: the aggregate tables (tab:main-ood,
+tab:main-unseen), their SSOT comparison (tab:ssot-structured-ood, tab:ssot-structured-unseen), the bar charts
+of normalized W₁ and logit KL (fig:main-structured-sampling and the per-distribution appendix figures) and the
+qualitative overlays of samples on the target law (fig:main-ood-qualitative, fig:appendix-ssot-qualitative).
+
+Every function reads the `metrics.json` dicts of the evaluation, passed as `metrics[model][condition]` for one
+split (model and condition order = mapping order), and returns a `Table` or a matplotlib Figure; the caller
+writes them with `write_table` and `save_figure`. Undefined values (`null`: no valid sample, or not finite)
+print as "---" in tables and as hatched bars in figures; astronomically large values (1e223 happens) are
+printed in scientific notation and clipped on the figures' axes with their value written above the bar.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on cluster nodes
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from matplotlib.ticker import NullFormatter
+
+from calibft.families import family
+from calibft.grid import Prompt, prompts
+from calibft.report.config_tables import SYMBOLS
+from calibft.report.tables import Table, format_number
+
+Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
+
+SPLITS = ("ood", "unseen")
+W1_GROUP = {"ood": "OOD W₁ ↓", "unseen": "Unseen-Param W₁ ↓"}
+KL_GROUP = "Logit KL ↓"
+VALID_GROUP = "Valid rate ↑"
+PANEL_TITLES = {"ood": "Held-out families (OOD)", "unseen": "Unseen parameters"}
+KEY_LABELS = {"w1_norm": "normalized W₁", "logit_kl": "logit KL"}
+
+# The same condition has the same colour in every figure; unknown conditions take the next of CYCLE.
+CONDITION_COLORS = {"base": "#8c8c8c", "soft": "#1f77b4", "hard": "#d62728", "ssot": "#2ca02c"}
+CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
+UNDEFINED_HATCH = "////"
+CONDITION_TEXT = {
+    "base": "denotes the original checkpoint",
+    "soft": "the soft-target Calibration Fine-Tuning checkpoint",
+    "hard": "the hard-target Calibration Fine-Tuning checkpoint",
+    "ssot": "the String Seed of Thought prompting baseline",
+}
+
+# Normalized W₁ is in units of the target's Q95-Q05 width: beyond 100 widths a sample set is simply broken,
+# and drawing 1e223 on the same axis as 0.05 would flatten every other bar.
+W1_CLIP = 100.0
+QUANTILE_RANGE = (0.005, 0.995)  # the target's range shown in the qualitative figures
+HIST_BINS = 40
+MAX_INTEGER_BINS = 60
+PEAK_FACTOR = 4.0  # a histogram may rise to this multiple of the target's peak before it is clipped
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def _number(value: Any) -> float:
+    """A metric as a float; NaN where it is undefined (None) or not finite."""
+    if value is None:
+        return math.nan
+    value = float(value)
+    return value if math.isfinite(value) else math.nan
+
+
+def _check(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> Mapping[str, Any]:
+    """The run itself, after making sure that it is the split and evaluation the caller asked for: a run of the
+    other split in the wrong slot would otherwise print plausible but wrong numbers."""
+    if run.get("split") != split or run.get("evaluation") != evaluation:
+        raise ValueError(
+            f"{where}: expected a {evaluation!r} evaluation of split {split!r}, "
+            f"got {run.get('evaluation')!r} of {run.get('split')!r}"
+        )
+    return run
+
+
+def _models(*metrics: Mapping[str, Any]) -> list[str]:
+    return list(dict.fromkeys(model for runs in metrics for model in runs))
+
+
+def _conditions(metrics: Metrics, conditions: Sequence[str] | None) -> list[str]:
+    """The given conditions, or every condition of any model, in order of first appearance."""
+    if conditions is not None:
+        return list(conditions)
+    return list(dict.fromkeys(condition for runs in metrics.values() for condition in runs))
+
+
+def _aggregates(
+    metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
+) -> pd.DataFrame:
+    """models × conditions: the aggregate `key` of each run; NaN where undefined or not run."""
+    rows = {}
+    for model, runs in metrics.items():
+        row = []
+        for condition in conditions:
+            run = runs.get(condition)
+            if run is None:
+                row.append(math.nan)
+                continue
+            run = _check(run, split, evaluation, f"{model}/{condition}")
+            row.append(_number(run["aggregate"][key]))
+        rows[model] = row
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=float)
+
+
+def valid_values(path: str | Path) -> dict[str, np.ndarray]:
+    """The valid sampled values of each prompt id in a `samples.jsonl.gz`, in file order.
+
+    A prompt whose samples are all invalid maps to an empty array, so that "sampled, nothing valid" stays
+    distinguishable from "not sampled" (absent)."""
+    values: dict[str, list[float]] = {}
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            kept = values.setdefault(record["id"], [])
+            if record["valid"] and record["value"] is not None:
+                kept.append(float(record["value"]))
+    return {prompt_id: np.asarray(kept, dtype=float) for prompt_id, kept in values.items()}
+
+
+def prompt_title(prompt: Prompt) -> str:
+    """`Poisson (λ=4)`: the family's display name and the prompt's parameters."""
+    params = ", ".join(f"{SYMBOLS.get(name, name)}={format_number(value)}" for name, value in prompt.params.items())
+    return f"{family(prompt.family).display} ({params})"
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+
+def format_decimals(value: float, decimals: int) -> str:
+    """The paper's numbers: rounded to `decimals` decimals, trailing zeros dropped (`0.13`, `5`); from 1000 on,
+    or below what the decimals resolve, three significant digits in scientific notation (`5.47e+03`)."""
+    magnitude = abs(value)
+    if magnitude >= 1000 or 0 < magnitude < 0.5 * 10.0**-decimals:
+        return f"{value:.2e}"
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def format_w1(value: float) -> str:
+    return format_decimals(value, 4)
+
+
+def format_kl(value: float) -> str:
+    return format_decimals(value, 2)
+
+
+def format_rate(value: float) -> str:
+    """`87.9%`; the `.tex` writer escapes the percent sign."""
+    return f"{value:.1%}"
+
+
+def _shown(values: pd.DataFrame, fmt: Callable[[float], str]) -> pd.DataFrame:
+    """The values as a reader sees them (parsed back from their text), so that cells printed alike tie."""
+    return values.map(lambda v: float(fmt(v).rstrip("%")) if np.isfinite(v) else np.nan)
+
+
+def best_cells(values: pd.DataFrame, fmt: Callable[[float], str], lowest: bool) -> pd.DataFrame:
+    """True at the best value of each row (lowest or highest) as printed; every tied cell; never where undefined."""
+    shown = _shown(values, fmt)
+    best = shown.min(axis=1) if lowest else shown.max(axis=1)
+    return shown.eq(best, axis=0) & shown.notna()
+
+
+def _grouped_table(
+    groups: Sequence[tuple[str, pd.DataFrame, Callable[[float], str], bool | None]],
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    label: str,
+    caption: str,
+) -> Table:
+    """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None."""
+    models = list(groups[0][1].index)
+    columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
+    bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
+    formats = {}
+    for group, values, fmt, lowest in groups:
+        best = (
+            best_cells(values, fmt, lowest) if lowest is not None else pd.DataFrame(False, values.index, values.columns)
+        )
+        for condition in values.columns:
+            column = (group, condition_titles.get(condition, condition))
+            if column in columns:
+                raise ValueError(f"{label}: two conditions are titled {column[1]!r} in {group!r}")
+            columns[column] = values[condition].to_numpy(dtype=float)
+            bold[column] = best[condition].to_numpy(dtype=bool)
+            formats[column] = fmt
+    index = pd.MultiIndex.from_tuples(list(columns))
+    frame = pd.DataFrame(dict(enumerate(columns.values())))
+    frame.columns = index
+    bold_frame = pd.DataFrame(dict(enumerate(bold.values())))
+    bold_frame.columns = index
+    return Table(frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize")
+
+
+def _count_words(n: int) -> str:
+    words = "zero one two three four five six seven eight nine ten eleven twelve".split()
+    return words[n] if n < len(words) else str(n)
+
+
+def _split_text(split: str) -> tuple[str, str]:
+    """(what the split is, where its W₁ median runs over), for captions."""
+    split_prompts = prompts(split)
+    families = len({p.family for p in split_prompts})
+    if split == "ood":
+        return (
+            "held-out distribution families",
+            f"over {len(split_prompts)} held-out configurations from {_count_words(families)} OOD families",
+        )
+    return (
+        "unseen parameter settings from seen distribution families",
+        f"over {len(split_prompts)} unseen configurations, one for each of {families} seen families",
+    )
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+
+
+def structured_table(
+    metrics: Metrics,
+    split: str,
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    conditions: Sequence[str] | None = None,
+) -> Table:
+    """tab:main-ood / tab:main-unseen: per model, the family-median normalized W₁, the logit KL and the valid
+    rate of each condition (by default every condition in `metrics`, in order). The best value of each metric
+    per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
+    _check_split(split)
+    conditions = _conditions(metrics, conditions)
+    w1, kl, valid = (_aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
+    what, over = _split_text(split)
+    titles = ", ".join(
+        f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions
+    )
+    caption = (
+        f"Structured-sampling results on {what}. For each model, {titles}. "
+        f"{W1_GROUP[split][:-2]} is the Q₉₅-Q₀₅ normalized Wasserstein-1 distance, averaged within family and then "
+        f"aggregated across families with a median {over}; Logit KL is the corresponding trie-based "
+        "logit-evaluation average against the shared evaluation target; Valid rate is the fraction of generations "
+        "that parse to in-support numeric outputs. Bold: the best value of each metric per model. Entries marked "
+        "--- are undefined: at least one family has no finite W₁ estimate."
+    )
+    groups = [
+        (W1_GROUP[split], w1, format_w1, True),
+        (KL_GROUP, kl, format_kl, True),
+        (VALID_GROUP, valid, format_rate, False),
+    ]
+    return _grouped_table(groups, model_titles, condition_titles, f"tab:main-{split}", caption)
+
+
+def _ssot_runs(ssot_metrics: Mapping[str, Mapping[str, Any]], models: Sequence[str]) -> Metrics:
+    return {model: {"ssot": ssot_metrics[model]} if model in ssot_metrics else {} for model in models}
+
+
+def _samples_text(runs: Sequence[Mapping[str, Any]]) -> str:
+    counts = sorted({int(run["samples_per_prompt"]) for run in runs})
+    if not counts:
+        return ""
+    if len(counts) == 1:
+        return f"{counts[0]:,}"
+    return f"{counts[0]:,} to {counts[-1]:,}"
+
+
+def ssot_table(
+    metrics: Metrics,
+    ssot_metrics: Mapping[str, Mapping[str, Any]],
+    split: str,
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    conditions: Sequence[str] = ("base", "soft"),
+) -> Table:
+    """tab:ssot-structured-ood / -unseen: W₁ and valid rate of `conditions` (from `metrics[model]`) next to the
+    SSOT baseline (`ssot_metrics[model]`: that model's SSOT metrics.json). Rows: the models of `metrics`; a
+    model without an SSOT run shows "---". Nothing bold, as in the paper."""
+    _check_split(split)
+    models = list(metrics)
+    ssot = _ssot_runs(ssot_metrics, models)
+    w1, valid = (
+        pd.concat(
+            [
+                _aggregates(metrics, key, split, conditions),
+                _aggregates(ssot, key, split, ["ssot"], evaluation="ssot"),
+            ],
+            axis=1,
+        )
+        for key in ("w1_norm", "valid_rate")
+    )
+    what, _ = _split_text(split)
+    samples = _samples_text([runs["ssot"] for runs in ssot.values() if "ssot" in runs])
+    names = ", ".join(condition_titles.get(c, c) for c in conditions)
+    caption = (
+        f"Structured-sampling comparison on {what} between {names}, and the {condition_titles.get('ssot', 'SSOT')} "
+        f"inference-time baseline. {f'SSOT uses {samples} generations per prompt. ' if samples else ''}"
+        "Lower W₁ and higher valid rate are better; --- indicates an undefined aggregate W₁."
+    )
+    groups = [(W1_GROUP[split], w1, format_w1, None), (VALID_GROUP, valid, format_rate, None)]
+    return _grouped_table(groups, model_titles, condition_titles, f"tab:ssot-structured-{split}", caption)
+
+
+# ---------------------------------------------------------------------------------------------- bar charts
+
+
+def condition_colors(conditions: Sequence[str]) -> dict[str, str]:
+    """A colour per condition: the fixed one of a known condition, the next of CYCLE otherwise."""
+    others = iter(CYCLE * (1 + len(conditions) // len(CYCLE)))
+    return {c: CONDITION_COLORS[c] if c in CONDITION_COLORS else next(others) for c in conditions}
+
+
+def _limits(values: Sequence[np.ndarray], clip: float | None) -> tuple[float, float, bool]:
+    """(bottom, ceiling, clipped) of a log axis: bottom a decade at least 2× below the smallest positive value,
+    ceiling the decade at or above the largest, at most `clip`; clipped when a value exceeds `clip`."""
+    finite = np.concatenate([np.ravel(v) for v in values])
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    if finite.size == 0:
+        return 0.1, 1.0, False
+    bottom = 10.0 ** math.floor(math.log10(finite.min()) - 0.3)  # the smallest bar stays visible
+    ceiling = 10.0 ** math.ceil(math.log10(finite.max()))
+    clipped = clip is not None and bool((finite > clip).any())
+    if clip is not None:
+        ceiling = min(ceiling, clip)
+    return bottom, max(ceiling, 10 * bottom), clipped
+
+
+def _short(value: float) -> str:
+    """A clipped bar's value in a few characters: `170`, `5470`, `1.2e4`, `4.2e223`."""
+    return f"{value:.0f}" if value < 1e4 else f"{value:.1e}".replace("e+0", "e").replace("e+", "e")
+
+
+def _bars(
+    ax,
+    values: np.ndarray,
+    colors: Sequence[str],
+    limits: tuple[float, float, bool],
+    labels: Sequence[str],
+    rotation: float,
+    show_labels: bool = True,
+) -> None:
+    """Grouped bars on a log axis: one group per row of `values` (a model), one bar per column (a condition).
+    Undefined values are hatched unfilled bars up to the ceiling; values above it are clipped there, their
+    value written above the bar."""
+    bottom, ceiling, clipped = limits
+    n_groups, n_bars = values.shape
+    width = 0.8 / n_bars
+    centres = np.arange(n_groups)
+    for j in range(n_bars):
+        x = centres + (j - (n_bars - 1) / 2) * width
+        column = values[:, j]
+        defined = np.isfinite(column)
+        heights = np.clip(column, bottom, ceiling)  # zero (a perfect KL) stays at the bottom of the log axis
+        ax.bar(x[defined], heights[defined] - bottom, width, bottom=bottom, color=colors[j], linewidth=0)
+        ax.bar(
+            x[~defined],
+            ceiling - bottom,
+            width,
+            bottom=bottom,
+            fill=False,
+            hatch=UNDEFINED_HATCH,
+            edgecolor=colors[j],
+            linewidth=0.6,
+        )
+        for xi, value in zip(x[defined & (column > ceiling)], column[defined & (column > ceiling)], strict=True):
+            ax.text(xi, ceiling * 1.15, _short(value), rotation=90, ha="center", va="bottom", fontsize=5.5)
+    ax.set_yscale("log")
+    ax.yaxis.set_minor_formatter(NullFormatter())  # a range within one decade would label its minor ticks
+    ax.set_ylim(bottom, ceiling * (10**0.9 if clipped else 1.0))
+    if clipped:
+        ax.axhline(ceiling, color="black", linestyle=":", linewidth=0.7)
+    ax.set_xlim(-0.5, n_groups - 0.5)
+    ax.set_xticks(centres)
+    if show_labels:
+        ax.set_xticklabels(labels, rotation=rotation, ha="right" if rotation else "center", fontsize=7)
+    else:
+        ax.tick_params(axis="x", labelbottom=False)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="y", which="major", linewidth=0.4, alpha=0.5)
+    ax.set_axisbelow(True)
+
+
+def _legend_handles(
+    conditions: Sequence[str], colors: Mapping[str, str], titles: Mapping[str, str], clipped: float | None
+) -> list:
+    handles: list = [Patch(facecolor=colors[c], label=titles.get(c, c)) for c in conditions]
+    handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label="undefined (no finite value)"))
+    if clipped is not None:
+        label = f"above {format_number(clipped)}: clipped, value printed"
+        handles.append(Line2D([], [], color="black", linestyle=":", linewidth=0.7, label=label))
+    return handles
+
+
+def _rotation(n_models: int) -> float:
+    return 0.0 if n_models <= 3 else 45.0
+
+
+def structured_sampling_figure(
+    metrics_by_split: Mapping[str, Metrics],
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    conditions: Sequence[str] | None = None,
+    clip: float = W1_CLIP,
+):
+    """fig:main-structured-sampling (`main_structured_sampling`): family-median normalized W₁ per model and
+    condition, held-out families left, unseen parameters right, on one shared log axis."""
+    splits = [split for split in SPLITS if split in metrics_by_split]
+    if not splits:
+        raise ValueError(f"metrics_by_split has none of the splits {SPLITS}")
+    models = _models(*(metrics_by_split[s] for s in splits))
+    conditions = list(dict.fromkeys(c for s in splits for c in _conditions(metrics_by_split[s], conditions)))
+    values = {
+        split: _aggregates(metrics_by_split[split], "w1_norm", split, conditions)
+        .reindex(index=models)
+        .to_numpy(dtype=float)
+        for split in splits
+    }
+    limits = _limits(list(values.values()), clip)
+    colors = condition_colors(conditions)
+    width = max(3.2, 1.0 + 0.45 * len(models) * max(1, len(conditions)) / 3)
+    figure, axes = plt.subplots(
+        1, len(splits), figsize=(width * len(splits), 3.6), sharey=True, squeeze=False, layout="constrained"
+    )
+    labels = [model_titles.get(m, m) for m in models]
+    for ax, split in zip(axes[0], splits, strict=True):
+        _bars(ax, values[split], [colors[c] for c in conditions], limits, labels, _rotation(len(models)))
+        ax.set_title(PANEL_TITLES[split], fontsize=9)
+    axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
+    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None)
+    figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
+    return figure
+
+
+def _panel_values(
+    metrics: Metrics, split: str, key: str, models: Sequence[str], conditions: Sequence[str]
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Panel titles and, per panel, models × conditions: per family for `ood`, per prompt for `unseen`.
+    Panels are the families (prompts) that some run reports, in the grid's order."""
+    level = "families" if split == "ood" else "prompts"
+    field = "family" if split == "ood" else "id"
+    reported: dict[tuple[str, str], dict[str, float]] = {}
+    for model in models:
+        for condition in conditions:
+            run = metrics[model].get(condition)
+            if run is not None:
+                _check(run, split, "structured", f"{model}/{condition}")
+                reported[model, condition] = {entry[field]: _number(entry[key]) for entry in run[level]}
+    seen = {name for entries in reported.values() for name in entries}
+    if split == "ood":
+        order = list(dict.fromkeys(p.family for p in prompts(split)))
+        titles = {name: family(name).display for name in order}
+    else:
+        order = [p.id for p in prompts(split)]
+        titles = {p.id: prompt_title(p) for p in prompts(split)}
+    unknown = seen - set(order)
+    if unknown:
+        raise ValueError(f"{split}: the metrics report {sorted(unknown)}, which are not in the split")
+    panels = [name for name in order if name in seen]
+    values = {
+        name: np.array(
+            [[reported.get((m, c), {}).get(name, math.nan) for c in conditions] for m in models], dtype=float
+        )
+        for name in panels
+    }
+    return [titles[name] for name in panels], {titles[name]: values[name] for name in panels}
+
+
+def per_distribution_figure(
+    metrics: Metrics,
+    split: str,
+    key: str,
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    conditions: Sequence[str] | None = None,
+    clip: float | None = W1_CLIP,
+):
+    """appendix_{ood,unseen}_{w1,kl}_per_dist: `key` ("w1_norm" or "logit_kl") per model and condition, one
+    panel per held-out family (`ood`, family-level values) or per unseen configuration (`unseen`, prompt-level
+    values). Each panel has its own log axis; model names label the bottom row only. `clip` applies to W₁."""
+    _check_split(split)
+    if key not in KEY_LABELS:
+        raise ValueError(f"unknown key {key!r}; choose one of {', '.join(KEY_LABELS)}")
+    models = list(metrics)
+    conditions = _conditions(metrics, conditions)
+    titles, values = _panel_values(metrics, split, key, models, conditions)
+    if not titles:
+        raise ValueError(f"{split}: no run reports any {key}")
+    clip = clip if key == "w1_norm" else None
+    colors = condition_colors(conditions)
+    many = len(models) * len(conditions) > 12
+    columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
+    rows = -(-len(titles) // columns)
+    panel_width = max(3.0, 0.9 + 0.12 * len(models) * len(conditions))
+    label_height = 0.09 * max(len(model_titles.get(m, m)) for m in models) if len(models) > 3 else 0.3
+    figure, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(panel_width * columns, 2.2 * rows + label_height + 0.5),
+        sharex=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    labels = [model_titles.get(m, m) for m in models]
+    any_clipped = False
+    for i, (ax, title) in enumerate(zip(axes.flat, titles, strict=False)):
+        limits = _limits([values[title]], clip)
+        any_clipped |= limits[2]
+        bottom_row = i + columns >= len(titles)
+        rotation = 90.0 if len(models) > 3 else 0.0
+        _bars(ax, values[title], [colors[c] for c in conditions], limits, labels, rotation, show_labels=bottom_row)
+        if rotation:
+            for label in ax.get_xticklabels():
+                label.set_ha("center")
+        ax.set_title(title, fontsize=8)
+        if i % columns == 0:
+            ax.set_ylabel(KEY_LABELS[key], fontsize=8)
+    for ax in list(axes.flat)[len(titles) :]:
+        ax.set_visible(False)
+    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None)
+    figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
+    return figure
+
+
+def per_distribution_name(split: str, key: str) -> str:
+    """The file name of a per-distribution figure: `appendix_ood_w1_per_dist`."""
+    _check_split(split)
+    short = {"w1_norm": "w1", "logit_kl": "kl"}[key]
+    return f"appendix_{split}_{short}_per_dist"
+
+
+# ---------------------------------------------------------------------------------------------- qualitative
+
+
+def _target_range(law, integer: bool, samples: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The x-range of a panel: the target's Q0.5%-Q99.5% range, widened to the samples' 1%-99% range but by
+    at most one target width on each side, so that a shifted sample set shows and an extreme one does not
+    squash the target."""
+    lo, hi = (float(q) for q in law.ppf(QUANTILE_RANGE))
+    width = hi - lo if hi > lo else 1.0
+    start, stop = lo, hi
+    for values in samples:
+        finite = values[np.isfinite(values)]
+        if finite.size:
+            q_lo, q_hi = np.quantile(finite, [0.01, 0.99])
+            start, stop = min(start, max(q_lo, lo - width)), max(stop, min(q_hi, hi + width))
+    if integer:
+        return math.floor(start) - 0.5, math.ceil(stop) + 0.5
+    margin = 0.02 * (stop - start)
+    return start - margin, stop + margin
+
+
+def _edges(start: float, stop: float, integer: bool) -> np.ndarray:
+    """Histogram bins: unit bins centred on the integers (wider integer bins on wide ranges), else HIST_BINS."""
+    if not integer:
+        return np.linspace(start, stop, HIST_BINS + 1)
+    step = max(1, math.ceil((stop - start) / MAX_INTEGER_BINS))
+    return np.arange(start, stop + step, step, dtype=float)
+
+
+def sample_density(values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, int]:
+    """Histogram heights normalized by ALL the values (area = the share inside the bins), and how many values
+    fall outside the bins (non-finite ones included)."""
+    inside = np.isfinite(values) & (values >= edges[0]) & (values <= edges[-1])
+    counts, _ = np.histogram(values[inside], bins=edges)
+    total = max(len(values), 1)
+    return counts / (total * np.diff(edges)), int(len(values) - inside.sum())
+
+
+def _draw_target(ax, law, integer: bool, edges: np.ndarray) -> float:
+    """The target: its pdf as a line, or for integer families its mass per bin as a black level across the bin
+    (the bars of the conditions stand side by side below it). Returns the target's peak density per unit."""
+    if integer:
+        bin_mass = np.diff(law.cdf(np.floor(edges)))  # edges sit at k - 0.5: the mass of the integers in the bin
+        density = bin_mass / np.diff(edges)
+        ax.hlines(density, edges[:-1] + 0.04, edges[1:] - 0.04, color="black", linewidth=1.4, zorder=3)
+        return float(density.max())
+    x = np.linspace(edges[0], edges[-1], 400)
+    ax.plot(x, law.pdf(x), color="black", linewidth=1.3, zorder=3)
+    return float((np.diff(law.cdf(edges)) / np.diff(edges)).max())
+
+
+def _draw_samples(ax, density: np.ndarray, edges: np.ndarray, integer: bool, slot: tuple[int, int], color: str) -> None:
+    """A condition's histogram: side-by-side bars for integer families (`slot` = (this one, how many)), an
+    outlined, lightly filled step histogram for continuous ones."""
+    if integer:
+        j, n = slot
+        width = np.diff(edges) * 0.84 / n
+        x = edges[:-1] + np.diff(edges) * 0.08 + (j + 0.5) * width
+        ax.bar(x, density, width, color=color, alpha=0.85, linewidth=0)
+        return
+    ax.stairs(density, edges, fill=True, color=color, alpha=0.15, linewidth=0)
+    ax.stairs(density, edges, color=color, linewidth=1.1)
+
+
+def _mark_clipped(ax, density: np.ndarray, edges: np.ndarray, top: float, color: str) -> float | None:
+    """Triangles at the top above the bins that are cut off; returns the share of samples in the tallest bin,
+    None when nothing is cut."""
+    over = density > top
+    if not over.any():
+        return None
+    centres = (edges[:-1] + edges[1:]) / 2
+    ax.plot(centres[over], np.full(over.sum(), top), "v", color=color, markersize=5, clip_on=False, zorder=4)
+    j = int(np.argmax(density))
+    return float(density[j] * (edges[j + 1] - edges[j]))
+
+
+def qualitative_figure(
+    panels: Sequence[tuple[str, Prompt, Mapping[str, np.ndarray]]],
+    condition_titles: Mapping[str, str],
+    title: str | None = None,
+    columns: int = 4,
+):
+    """Samples against the target, one panel per (title, prompt, {condition: valid values}): the target pdf
+    (continuous) or pmf (integer families) with each condition's normalized histogram. Histogram areas are
+    shares of all valid samples; a note in the corner counts the samples outside the shown range; bins taller
+    than PEAK_FACTOR × the target's peak are cut and marked with a triangle at the top (the note gives the share
+    of samples in the tallest). Used for main_ood_qualitative (base, soft, hard) and appendix_ssot_qualitative
+    (base, SSOT, soft)."""
+    if not panels:
+        raise ValueError("no panels")
+    conditions = list(dict.fromkeys(c for _, _, samples in panels for c in samples))
+    colors = condition_colors(conditions)
+    columns = min(columns, len(panels))
+    rows = -(-len(panels) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.8 * rows), squeeze=False, layout="constrained")
+    for ax, (panel_title, prompt, samples) in zip(axes.flat, panels, strict=False):
+        fam = family(prompt.family)
+        law = fam.law(prompt.params)
+        samples = {c: np.asarray(v, dtype=float) for c, v in samples.items()}
+        edges = _edges(*_target_range(law, fam.integer, list(samples.values())), fam.integer)
+        peak = _draw_target(ax, law, fam.integer, edges)
+        heights = {c: sample_density(v, edges) for c, v in samples.items()}
+        tallest = max([peak, *(h.max(initial=0.0) for h, _ in heights.values())])
+        top = 1.25 * min(tallest, PEAK_FACTOR * peak)  # headroom for the notes in the corner
+        notes = []
+        for j, (condition, values) in enumerate(samples.items()):
+            density, outside = heights[condition]
+            color, name = colors[condition], condition_titles.get(condition, condition)
+            _draw_samples(ax, density, edges, fam.integer, (j, len(samples)), color=color)
+            share = _mark_clipped(ax, density, edges, top, color)
+            if share is not None:
+                notes.append((f"{name}: cut at ▼, {share:.0%} in one bin", color))
+            if len(values) == 0:
+                notes.append((f"{name}: no valid sample", color))
+            elif outside:
+                notes.append((f"{name}: {outside} of {len(values)} outside", color))
+        for k, (text, color) in enumerate(notes):
+            ax.annotate(
+                text,
+                (0.98, 0.97),
+                xytext=(0, -8 * k),
+                xycoords="axes fraction",
+                textcoords="offset points",
+                ha="right",
+                va="top",
+                fontsize=6,
+                color=color,
+            )
+        ax.set_xlim(edges[0], edges[-1])
+        ax.set_ylim(0, top)
+        ax.set_title(f"{panel_title}\n{prompt_title(prompt)}" if panel_title else prompt_title(prompt), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_ylabel("probability" if fam.integer and np.all(np.diff(edges) == 1) else "density", fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color="black", linewidth=1.3, label="Target")]
+    handles += [
+        Patch(facecolor=colors[c], alpha=0.6, edgecolor=colors[c], label=condition_titles.get(c, c)) for c in conditions
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return figure

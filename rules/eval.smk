@@ -1,0 +1,49 @@
+rule structured_eval:
+    input:
+        tries=structured_tries,
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        samples="results/eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz",
+        logit_kl="results/eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl",
+        metrics="results/eval/{model}/{cond}/structured/{eval_split}/metrics.json",
+    log:
+        "logs/eval/{model}/{cond}/structured/{eval_split}.log",
+    benchmark:
+        "benchmarks/results/eval/{model}/{cond}/structured/{eval_split}.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    threads: model_resource("cpus", "eval_resources")
+    resources:
+        gpu=model_resource("gpus", "eval_resources"),
+        gpu_model=model_resource("gpu_model", "eval_resources"),
+        mem_mb=model_resource("mem_mb", "eval_resources"),
+        runtime=model_resource("runtime", "eval_resources"),
+    params:
+        job=structured_job,
+    shell:
+        "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
+
+
+rule ssot_eval:
+    input:
+        model=model_files,
+    output:
+        samples="results/eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz",
+        metrics="results/eval/{model}/base/ssot/{eval_split}/metrics.json",
+    log:
+        "logs/eval/{model}/base/ssot/{eval_split}.log",
+    benchmark:
+        "benchmarks/results/eval/{model}/base/ssot/{eval_split}.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    threads: model_resource("cpus", "eval_resources")
+    resources:
+        gpu=model_resource("gpus", "eval_resources"),
+        gpu_model=model_resource("gpu_model", "eval_resources"),
+        mem_mb=model_resource("mem_mb", "eval_resources"),
+        runtime=model_resource("runtime", "eval_resources"),
+    params:
+        job=ssot_job,
+    shell:
+        "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"

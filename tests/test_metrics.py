@@ -1,0 +1,145 @@
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from calibft.families import family
+from calibft.metrics import (
+    family_means,
+    family_median,
+    parse_number,
+    valid_mask,
+    w1_scale,
+    wasserstein1,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3", 3.0),
+        ("-2.5", -2.5),
+        ("+.5", 0.5),
+        ("1.", 1.0),
+        ("0.00001", 1e-5),
+        ("1e3", 1000.0),
+        ("2.5E-2", 0.025),
+        ("  4.20000\n", 4.2),
+        ("007", 7.0),
+    ],
+)
+def test_parse_number_accepts_plain_numbers(text, value):
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "abc",
+        "1,000",
+        "1/2",
+        "3 4",
+        "inf",
+        "nan",
+        "0x10",
+        "--1",
+        "1e",
+        ".",
+        "1.2.3",
+        "$5",
+        "5%",
+        "1e400",
+        "The answer is 3",
+        "3.0.",
+        "e5",
+        "+-1",
+        "1_000",
+    ],
+)
+def test_parse_number_rejects_everything_else(text):
+    assert parse_number(text) is None
+
+
+def test_validity_of_integer_families_uses_the_tolerance():
+    values = np.array([-1, 0, 1.0, 2.5, 3 + 1e-10, 3 + 1e-6, np.nan, np.inf, 1e6])
+    assert valid_mask(values, "poisson", {"lambda": 4.0}).tolist() == [
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_validity_at_support_edges():
+    truncnorm = {"mu": 0.0, "sigma": 1.0, "lower": -1.0, "upper": 1.0}
+    assert valid_mask(np.array([-1.0, 1.0, -1.0001, 1.0001, 0.0]), "truncnorm", truncnorm).tolist() == [
+        True,
+        True,
+        False,
+        False,
+        True,
+    ]
+    assert valid_mask(np.array([0.0, 1.0, 0.5, 2.0, -0.0]), "bernoulli", {"p": 0.5}).tolist() == [
+        True,
+        True,
+        False,
+        False,
+        True,
+    ]
+    assert valid_mask(np.array([0.0, -1e-9, 1e300]), "exponential", {"lambda": 2.0}).tolist() == [True, False, True]
+    assert valid_mask(np.array([-1e300, 1e300, -np.inf]), "gaussian", {"mu": 0.0, "sigma": 1.0}).tolist() == [
+        True,
+        True,
+        False,
+    ]
+
+
+def test_w1_hand_computed():
+    # quantiles of U(0, 1) at 0.25 and 0.75: (|0 - 0.25| + |1 - 0.75|) / 2
+    assert wasserstein1(np.array([1.0, 0.0]), stats.uniform(0, 1)) == pytest.approx(0.25)
+    # one sample at the median of N(0, 1)
+    assert wasserstein1(np.array([0.0]), stats.norm()) == pytest.approx(0.0)
+    assert math.isnan(wasserstein1(np.array([]), stats.norm()))
+
+
+@pytest.mark.parametrize(
+    ("family_id", "params"),
+    [("gaussian", {"mu": 1.0, "sigma": 2.0}), ("poisson", {"lambda": 4.0}), ("weibull", {"k": 1.5, "lambda": 1.5})],
+)
+def test_w1_equals_scipy_between_samples_and_law_quantiles(family_id, params, rng):
+    law = family(family_id).law(params)
+    samples = law.rvs(size=500, random_state=rng) * 1.3 + 0.2
+    n = len(samples)
+    expected = stats.wasserstein_distance(samples, law.ppf((np.arange(1, n + 1) - 0.5) / n))
+    assert wasserstein1(samples, law) == pytest.approx(expected, rel=1e-12)
+
+
+def test_w1_scale_is_the_90_percent_range():
+    assert w1_scale(stats.norm(0, 1)) == pytest.approx(2 * 1.6448536269514722)
+    assert w1_scale(stats.bernoulli(0.5)) == 1.0
+    assert w1_scale(stats.uniform(2, 10)) == pytest.approx(9.0)
+
+
+def test_astronomical_samples_give_a_finite_w1_while_it_fits_a_float():
+    assert wasserstein1(np.array([1e308, 1e308]), stats.norm()) == pytest.approx(1e308)
+    assert wasserstein1(np.array([1.7e308, -1.7e308]), stats.norm()) == pytest.approx(1.7e308)
+
+
+def test_family_aggregation_with_undefined_families():
+    families = ["a", "a", "b", "c"]
+    means = family_means([1.0, None, 3.0, 10.0], families)
+    assert means == {"a": 1.0, "b": 3.0, "c": 10.0}
+    assert family_median(means) == 3.0
+    means = family_means([1.0, 2.0, math.inf, None], families)
+    assert means == {"a": 1.5, "b": None, "c": None}
+    assert family_median(means) is None
+    assert family_median({"a": 1.0, "b": 4.0}) == 2.5
+    assert family_median({}) is None

@@ -1,0 +1,199 @@
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.evals.structured import StructuredJob, extract_answer, run, sample_records, score
+from calibft.families import family
+from calibft.grid import prompts, select
+from calibft.models import load_model, load_tokenizer
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.tiny_model import build_tiny_model
+from calibft.train import fixed_paths
+from calibft.trie import TrieSet, trie_set_for_spaces
+
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A quickly trained tiny model and the 16384-bin tries of a few held-out prompts."""
+    root = tmp_path_factory.mktemp("structured")
+    build_tiny_model(root / "tiny", train_steps=30)
+    tokenizer = load_tokenizer(root / "tiny")
+    chosen = [p for p in prompts("ood") if p.id in ("poisson-001", "weibull-001", "truncnorm-000", "bernoulli-001")]
+    spaces = SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 5, 16384))
+    trie_set_for_spaces(tokenizer, spaces).save(root / "ood_tries.npz")
+    return root
+
+
+def _job(root: Path, out: str, **changes) -> StructuredJob:
+    job = StructuredJob(
+        evaluation="structured", model=str(root / "tiny"), model_key="tiny", tokenizer=str(root / "tiny"),
+        chat=CHAT, condition="base", split="ood", seed=11, precision="fp32",
+        sampling={"samples_per_prompt": 40, "max_new_tokens": 12, "batch_size": 16},
+        out_dir=str(root / out), tries=str(root / "ood_tries.npz"), logit_kl_paths=3, logit_kl_batch_size=5,
+    )  # fmt: skip
+    return replace(job, **changes)
+
+
+@pytest.fixture(scope="module")
+def evaluated(workdir) -> Path:
+    run(_job(workdir, "base"))
+    return workdir / "base"
+
+
+def _samples(folder: Path) -> list[dict]:
+    with gzip.open(folder / "samples.jsonl.gz", "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_outputs_hold_every_sample(evaluated):
+    samples = _samples(evaluated)
+    assert len(samples) == 4 * 40
+    assert set(samples[0]) == {"id", "index", "text", "value", "valid", "finished"}
+    assert [s["index"] for s in samples[:40]] == list(range(40))
+    kl = [json.loads(line) for line in (evaluated / "logit_kl.jsonl").read_text().splitlines()]
+    assert [len(row["path_kl"]) for row in kl] == [3] * 4
+
+
+def test_metrics_recompute_from_the_samples_with_scipy_alone(evaluated):
+    metrics = json.loads((evaluated / "metrics.json").read_text())
+    samples = _samples(evaluated)
+    by_family: dict[str, list[float]] = {}
+    for row in metrics["prompts"]:
+        prompt = select(prompts("ood"), [row["id"]])[0]
+        mine = [s for s in samples if s["id"] == row["id"]]
+        law = family(prompt.family).law(prompt.params)
+        lower, upper = law.support()
+        values = np.array([float(s["text"]) for s in mine if s["valid"]])
+        assert np.all((values >= lower) & (values <= upper))
+        assert row["valid"] == len(values) and row["valid_rate"] == len(values) / 40
+        if len(values):
+            n = len(values)
+            w1 = stats.wasserstein_distance(values, law.ppf((np.arange(1, n + 1) - 0.5) / n))
+            assert row["w1"] == pytest.approx(w1, rel=1e-9)
+            assert row["w1_norm"] == pytest.approx(w1 / (law.ppf(0.95) - law.ppf(0.05)), rel=1e-9)
+            by_family.setdefault(prompt.family, []).append(row["w1_norm"])
+        else:
+            assert row["w1_norm"] is None
+            by_family.setdefault(prompt.family, [])
+    expected = (
+        None
+        if any(not values for values in by_family.values())
+        else float(np.median([np.mean(values) for values in by_family.values()]))
+    )
+    assert metrics["aggregate"]["w1_norm"] == (pytest.approx(expected) if expected is not None else None)
+    assert metrics["aggregate"]["undefined_families"] == [f for f, values in by_family.items() if not values]
+
+
+def test_samples_are_reproducible_from_the_seed(workdir, evaluated):
+    run(_job(workdir, "again"))
+    assert (workdir / "again" / "samples.jsonl.gz").read_bytes() == (evaluated / "samples.jsonl.gz").read_bytes()
+    run(_job(workdir, "other", condition="other"))  # the condition is part of the seed
+    assert [s["text"] for s in _samples(workdir / "other")] != [s["text"] for s in _samples(evaluated)]
+
+
+def test_logit_kl_equals_a_by_hand_teacher_forced_computation(workdir, evaluated):
+    tokenizer = load_tokenizer(workdir / "tiny")
+    model = load_model(workdir / "tiny", "fp32", "cpu").eval()
+    tries = TrieSet.load(workdir / "ood_tries.npz")
+    chosen = select(prompts("ood"), list(tries.ids))
+    rows = [json.loads(line) for line in (evaluated / "logit_kl.jsonl").read_text().splitlines()]
+    paths = fixed_paths(tries, 3, 11)
+    for i in (0, 2):
+        trie = tries.trie(i)
+        prompt_ids = chat_prompt_ids(tokenizer, chosen[i].prompt, ChatOptions.from_config(CHAT))
+        for k, value in enumerate(paths[i]):
+            tokens = trie.value_tokens(int(value)).tolist()
+            with torch.no_grad():
+                logits = model(torch.tensor([prompt_ids + tokens])).logits[0]
+            log_pi = torch.log_softmax(logits[len(prompt_ids) - 1 :], dim=-1).double().numpy()
+            node, per_step = 0, []
+            for t, token in enumerate(tokens):
+                kids = np.arange(trie.child_start[node], trie.child_start[node] + trie.child_count[node])
+                q = trie.node_mass[kids] / trie.node_mass[node]
+                q = np.maximum(q, 1e-8) / np.maximum(q, 1e-8).sum()
+                per_step.append(np.sum(q * (np.log(q) - log_pi[t, trie.node_token[kids]])))
+                node = int(kids[trie.node_token[kids] == token][0])
+            assert rows[i]["path_kl"][k] == pytest.approx(np.mean(per_step), rel=1e-4, abs=1e-5)
+        assert rows[i]["logit_kl"] == pytest.approx(np.mean(rows[i]["path_kl"]))
+
+
+def test_ssot_answers_come_from_the_answer_tags():
+    pattern = "<answer>(.*?)</answer>"
+    assert extract_answer("<random_string>x7</random_string><answer> 4 </answer>", pattern) == " 4 "
+    assert extract_answer("<answer>1</answer> then <answer>2</answer>", pattern) == "1"
+    assert extract_answer("no tags: 4", pattern) is None
+    assert extract_answer("4", None) == "4"
+    prompt = select(prompts("ood"), ["poisson-001"])[0]
+    texts = ["<answer>3</answer>", "3", "<answer>2.5</answer>", "<answer>\n-1\n</answer>", "<answer>7"]
+    records = sample_records(prompt, texts, np.ones(5, dtype=bool), pattern)
+    assert [r["value"] for r in records] == [3.0, None, 2.5, -1.0, None]
+    assert [r["valid"] for r in records] == [True, False, False, False, False]
+
+
+def test_score_leaves_families_without_valid_samples_undefined():
+    chosen = select(prompts("ood"), ["poisson-000", "poisson-001", "chi-000"])
+    records = [{"id": "poisson-000", "value": float(v), "valid": True} for v in (0, 1, 1, 2)]
+    records += [{"id": "poisson-001", "value": None, "valid": False}] * 4
+    records += [{"id": "chi-000", "value": None, "valid": False}] * 4
+    metrics = score(chosen, records, {"poisson-000": 0.5, "poisson-001": 1.5, "chi-000": 2.0})
+    assert metrics["aggregate"]["w1_norm"] is None
+    assert metrics["aggregate"]["undefined_families"] == ["chi"]
+    assert metrics["aggregate"]["logit_kl"] == pytest.approx(np.median([1.0, 2.0]))
+    assert metrics["aggregate"]["valid_rate"] == pytest.approx(np.mean([0.5, 0.0]))
+    poisson = metrics["families"][0]
+    assert poisson["family"] == "poisson" and poisson["num_prompts"] == 2
+    assert poisson["w1_norm"] == metrics["prompts"][0]["w1_norm"]  # the prompt without valid samples is left out
+
+
+def test_ssot_run_scores_tagged_answers_without_logit_kl(workdir):
+    job = _job(
+        workdir, "ssot", evaluation="ssot", tries=None, system="Answer inside <answer></answer>.",
+        answer_pattern="<answer>(.*?)</answer>", sampling={"samples_per_prompt": 3, "max_new_tokens": 6},
+    )  # fmt: skip
+    run(job)
+    metrics = json.loads((workdir / "ssot" / "metrics.json").read_text())
+    assert metrics["evaluation"] == "ssot" and metrics["aggregate"]["logit_kl"] is None
+    assert [row["id"] for row in metrics["prompts"]] == [p.id for p in prompts("ood")]
+    assert all(row["logit_kl"] is None and row["samples"] == 3 for row in metrics["prompts"])
+    assert not (workdir / "ssot" / "logit_kl.jsonl").exists()
+    samples = _samples(workdir / "ssot")
+    assert all(s["value"] is None for s in samples if "<answer>" not in s["text"])
+
+
+def test_a_pattern_without_a_group_is_refused(workdir):
+    with pytest.raises(ValueError, match="needs a group"):
+        _job(workdir, "x", evaluation="ssot", answer_pattern="<answer>")
+
+
+def test_a_preempted_run_resumes_to_the_uninterrupted_samples(workdir, evaluated, monkeypatch):
+    import calibft.evals.structured as structured
+
+    job = _job(workdir, "resumed", checkpoint_dir=str(workdir / "checkpoint"))
+    real, calls = structured.sample_texts, []
+
+    def preempted_after_two_prompts(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("preempted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(structured, "sample_texts", preempted_after_two_prompts)
+    with pytest.raises(KeyboardInterrupt):
+        run(job)
+    assert sorted(p.name for p in (workdir / "checkpoint").glob("*.jsonl.gz")) == [
+        "bernoulli-001.jsonl.gz", "poisson-001.jsonl.gz",
+    ]  # fmt: skip
+    calls.clear()
+    run(job)
+    assert len(calls) == 2  # only the prompts left
+    assert (workdir / "resumed" / "samples.jsonl.gz").read_bytes() == (evaluated / "samples.jsonl.gz").read_bytes()
+    assert not (workdir / "checkpoint").exists()
