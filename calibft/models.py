@@ -28,6 +28,11 @@ def load_tokenizer(name_or_path: str | Path):
         ) from err
 
 
+def padding_id(tokenizer) -> int:
+    """The id that pads batches: the tokenizer's pad token, else its EOS (many chat tokenizers have no pad)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def load_model(
     name_or_path: str | Path, precision: str = "bf16", device: str | None = None, device_map: str | None = None
 ):

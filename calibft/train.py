@@ -29,7 +29,7 @@ from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.generation import seed_for
 from calibft.grid import prompts, select
 from calibft.io import atomic_path, read_job, read_jsonl, write_json
-from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.models import attach_lora, load_model, load_tokenizer, padding_id
 from calibft.objectives import (
     completion_cross_entropy,
     completion_logits,
@@ -140,7 +140,7 @@ def run(job: TrainJob) -> None:
     torch.manual_seed(job.seed)
 
     tokenizer = load_tokenizer(job.tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = padding_id(tokenizer)
     model = load_model(job.model, training["precision"], "cuda" if use_gpu else "cpu")
     model = attach_lora(model, training["lora"])
     options = ChatOptions.from_config(job.chat)

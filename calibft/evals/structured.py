@@ -44,7 +44,8 @@ from calibft.metrics import (
     w1_scale,
     wasserstein1,
 )
-from calibft.models import load_for_inference, load_tokenizer
+from calibft.models import load_for_inference, load_tokenizer, padding_id
+from calibft.train import path_kl
 from calibft.trie import TrieSet
 
 EVALUATIONS = ("structured", "ssot")
@@ -161,10 +162,9 @@ def run(job: StructuredJob) -> None:
 
     logit_kl = None
     if tries is not None:
-        from calibft.train import path_kl  # torch-heavy training module: only where the logit KL is needed
-
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        kl = path_kl(model, tries, prompt_ids, pad_id, job.logit_kl_paths, job.seed, job.logit_kl_batch_size)
+        kl = path_kl(
+            model, tries, prompt_ids, padding_id(tokenizer), job.logit_kl_paths, job.seed, job.logit_kl_batch_size
+        )
         logit_kl = {p.id: float(row.mean()) for p, row in zip(chosen, kl, strict=True)}
         write_jsonl(
             out / "logit_kl.jsonl",
@@ -174,13 +174,8 @@ def run(job: StructuredJob) -> None:
             ),
         )
 
-    settings = SamplingSettings(
-        num_samples=job.sampling["samples_per_prompt"],
-        max_new_tokens=job.sampling["max_new_tokens"],
-        temperature=job.sampling.get("temperature", 1.0),
-        top_p=job.sampling.get("top_p", 1.0),
-        batch_size=job.sampling.get("batch_size", job.sampling["samples_per_prompt"]),
-    )
+    sampling = dict(job.sampling)
+    settings = SamplingSettings(num_samples=sampling.pop("samples_per_prompt"), **sampling)
     checkpoint = _checkpoint(job)
     records = []
     for prompt, ids in zip(
