@@ -76,5 +76,13 @@ def check_evaluation(config: dict) -> None:
 
 def tokenizer_source(config: dict, tokenizer: str) -> str:
     """The folder or Hugging Face id a tokenizer key loads from."""
-    entry = config["tokenizers"][tokenizer]
+    return _source(config["tokenizers"][tokenizer])
+
+
+def model_source(config: dict, model: str) -> str:
+    """The folder or Hugging Face id a model key loads from."""
+    return _source(config["models"][model])
+
+
+def _source(entry: dict) -> str:
     return entry.get("path") or entry["hf_id"]

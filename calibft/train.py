@@ -174,9 +174,7 @@ def run(job: TrainJob) -> None:
         accelerator.print(f"resuming at step {progress['step']} of {steps}")
     else:
         kept = []
-        progress["kl_before"] = float(
-            path_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], job.seed).mean()
-        )
+        progress["kl_before"] = _probe_kl(model, probe, probe_ids, pad_id, training, job.seed)
     if accelerator.is_main_process:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))

@@ -17,7 +17,7 @@ os.environ.update(
     ),
 )
 
-from calibft.config import check_config, tokenizer_source  # noqa: E402
+from calibft.config import check_config, model_source, tokenizer_source  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
@@ -133,7 +133,7 @@ def train_job(wildcards, output):
     """The resolved TrainJob of calibft.train, as JSON."""
     entry = config["models"][wildcards.model]
     job = {
-        "model": entry.get("path") or entry["hf_id"],
+        "model": model_source(config, wildcards.model),
         "tokenizer": tokenizer_source(config, entry["tokenizer"]),
         "chat": entry["chat"],
         "recipe": config["recipes"][wildcards.recipe],
@@ -157,11 +157,6 @@ def train_launcher(wildcards, resources):
     )
 
 
-def model_source(model):
-    entry = config["models"][model]
-    return entry.get("path") or entry["hf_id"]
-
-
 def adapter_files(wildcards):
     """The adapter of a fine-tuned condition; nothing for the base model."""
     if wildcards.cond == "base":
@@ -181,7 +176,7 @@ def eval_job(wildcards, output, evaluation, settings, **extra):
     cond = getattr(wildcards, "cond", "base")
     job = {
         "evaluation": evaluation,
-        "model": model_source(wildcards.model),
+        "model": model_source(config, wildcards.model),
         "model_key": wildcards.model,
         "tokenizer": tokenizer_source(config, entry["tokenizer"]),
         "chat": entry["chat"],
@@ -225,11 +220,10 @@ def ssot_job(wildcards, output):
 
 
 def structured_metrics(split, conditions=None):
-    """metrics.json of every model and condition on one split."""
+    """metrics.json of every model and condition on one split, in the order of structured_runs."""
     return [
         f"results/eval/{model}/{cond}/structured/{split}/metrics.json"
-        for model in config["models"]
-        for cond in conditions or STRUCTURED["conditions"]
+        for model, cond in structured_runs(conditions)
     ]
 
 

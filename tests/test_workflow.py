@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.workflow
 
 
+# Dry runs plan with --forceall: a demo already run in the checkout would otherwise leave fewer jobs to plan.
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "snakemake", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=900)
@@ -30,7 +31,7 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 def test_paper_dry_run_on_slurm_plans_every_job():
-    result = snakemake("-n", "--profile", "profiles/slurm", "all")
+    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "all")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
@@ -57,7 +58,7 @@ def test_paper_dry_run_on_slurm_plans_every_job():
 
 
 def test_one_table_plans_only_what_it_needs():
-    result = snakemake("-n", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
+    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     assert counts["structured_eval"] == 36 and counts["structured_table"] == 1
@@ -66,7 +67,7 @@ def test_one_table_plans_only_what_it_needs():
 
 
 def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
-    result = snakemake("-n", "--profile", "profiles/demo")
+    result = snakemake("-n", "--forceall", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
         "build_tiny_model": 1, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "structured_eval": 6,
