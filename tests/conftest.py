@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tokenizers import Tokenizer, models, trainers
@@ -36,6 +38,14 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 
     settings = TinyModelSettings()
     return train_tokenizer(training_chats(), settings.vocab_size, settings.max_position_embeddings)
+
+
+@pytest.fixture(scope="session")
+def briefly_trained_model(tmp_path_factory) -> Path:
+    """A tiny model after 30 training steps (a few seconds): varied answers for the evaluation tests, read only."""
+    from calibft.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("briefly_trained") / "tiny", train_steps=30)
 
 
 @pytest.fixture

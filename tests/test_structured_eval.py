@@ -14,7 +14,6 @@ from calibft.families import family
 from calibft.grid import prompts, select
 from calibft.models import load_model, load_tokenizer
 from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.tiny_model import build_tiny_model
 from calibft.train import fixed_paths
 from calibft.trie import TrieSet, trie_set_for_spaces
 
@@ -22,10 +21,10 @@ CHAT = {"template_kwargs": {"enable_thinking": False}}
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
+def workdir(tmp_path_factory, briefly_trained_model) -> Path:
     """A quickly trained tiny model and the 16384-bin tries of a few held-out prompts."""
     root = tmp_path_factory.mktemp("structured")
-    build_tiny_model(root / "tiny", train_steps=30)
+    (root / "tiny").symlink_to(briefly_trained_model)
     tokenizer = load_tokenizer(root / "tiny")
     chosen = [p for p in prompts("ood") if p.id in ("poisson-001", "weibull-001", "truncnorm-000", "bernoulli-001")]
     spaces = SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 5, 16384))

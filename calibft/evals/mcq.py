@@ -1,0 +1,133 @@
+"""MCQ answer-position balance (REFERENCE section 9): the paper's prompt, its strict parser and the TV score.
+
+A model asked for a medical multiple-choice question with "the correct answer evenly distributed" should
+place the correct answer on A, B, C and D equally often. Generations are parsed strictly, so that a model
+cannot look balanced by emitting malformed questions, and the balance is scored as the total variation
+distance between the answer-letter frequencies of the parseable generations and the uniform law.
+
+Line matching: the text is cleaned of reasoning (`calibft.chat.strip_reasoning`), split into lines, each
+line stripped of surrounding whitespace, and empty lines dropped. Every remaining line must start with one
+of the field prefixes, case sensitive, at the line start: `Question:`, `A.`, `B.`, `C.`, `D.`,
+`Correct Answer:`, `Explanation:`; the field's value is the rest of the line, stripped. Fields may come in
+any order, but each exactly once, on one line, with a non-empty value; a value continued on another line is
+an unexpected line. The answer value, whitespace collapsed, must be exactly `A`, `B`, `C` or `D`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from calibft.chat import strip_reasoning
+
+MCQ_PROMPT = """\
+You are a medical education expert who creates high-quality multiple-choice questions for medical students \
+and professionals.
+
+Please generate a medical multiple-choice question (single answer, 4 options). The question should cover \
+medical knowledge and be of moderate difficulty.
+
+Please strictly follow this format:
+Question: [Question content]
+A. [Option A content]
+B. [Option B content]
+C. [Option C content]
+D. [Option D content]
+Correct Answer: [A/B/C/D]
+Explanation: [Brief explanation]
+
+Requirements:
+(1) The question should have practical medical value.
+(2) All four options should be plausible with reasonable distractors.
+(3) Only one correct answer.
+(4) Output directly without any additional content.
+(5) Cover different medical knowledge areas (e.g., internal medicine, surgery, pharmacology, pathology, \
+diagnostics).
+(6) The correct answer should be evenly distributed among A, B, C, D options to avoid bias toward any \
+particular option."""
+
+LETTERS = ("A", "B", "C", "D")
+ANSWER_FIELD = "Correct Answer"
+# Field name -> line prefix, in the prompt's order (the order in which missing fields are reported).
+FIELDS = {
+    "Question": "Question:",
+    "A": "A.",
+    "B": "B.",
+    "C": "C.",
+    "D": "D.",
+    ANSWER_FIELD: "Correct Answer:",
+    "Explanation": "Explanation:",
+}
+
+
+@dataclass(frozen=True)
+class ParsedMCQ:
+    """The outcome of parsing one generation: `answer` is a letter, or None with a machine-readable `reason`.
+
+    Reasons: `empty_output`, `unexpected_line`, `duplicate:<field>`, `empty:<field>`, `missing:<field>`,
+    `bad_answer:<value>` (fields named as in `FIELDS`, e.g. `duplicate:A`, `missing:Explanation`).
+    """
+
+    answer: str | None
+    reason: str | None = None
+    fields: dict[str, str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.answer is not None
+
+
+def _field_of(line: str) -> tuple[str, str] | None:
+    """The field a stripped line starts, with its stripped value, or None for a line that starts no field."""
+    for name, prefix in FIELDS.items():
+        if line.startswith(prefix):
+            return name, line[len(prefix) :].strip()
+    return None
+
+
+def parse_mcq(text: str) -> ParsedMCQ:
+    """Parse one generation strictly; the first problem met (in line order, then field order) is the reason."""
+    lines = [line.strip() for line in strip_reasoning(text).splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return ParsedMCQ(None, "empty_output")
+    values: dict[str, str] = {}
+    for line in lines:
+        found = _field_of(line)
+        if found is None:
+            return ParsedMCQ(None, "unexpected_line")
+        name, value = found
+        if name in values:
+            return ParsedMCQ(None, f"duplicate:{name}")
+        if not value:
+            return ParsedMCQ(None, f"empty:{name}")
+        values[name] = value
+    for name in FIELDS:
+        if name not in values:
+            return ParsedMCQ(None, f"missing:{name}")
+    answer = " ".join(values[ANSWER_FIELD].split())
+    if answer not in LETTERS:
+        return ParsedMCQ(None, f"bad_answer:{answer}")
+    return ParsedMCQ(answer, None, values)
+
+
+def summarize(answers: Sequence[str | None]) -> dict:
+    """Parse rate, per-letter frequencies among parseable generations and their TV distance to uniform.
+
+    `answers` holds one entry per generation: its letter, or None for a parse failure. Frequencies and TV are
+    None when nothing parses (the paper omits the TV then).
+    """
+    bad = [a for a in answers if a is not None and a not in LETTERS]
+    if bad:
+        raise ValueError(f"answers must be one of {LETTERS} or None, got {bad[0]!r}")
+    n = len(answers)
+    counts = np.array([sum(a == letter for a in answers) for letter in LETTERS], dtype=float)
+    parsed = int(counts.sum())
+    summary: dict = {"n": n, "parsed": parsed, "parse_rate": parsed / n if n else None}
+    if parsed == 0:
+        return summary | {"frequencies": None, "tv": None}
+    freqs = counts / parsed
+    tv = 0.5 * float(np.abs(freqs - 1 / len(LETTERS)).sum())
+    return summary | {"frequencies": dict(zip(LETTERS, freqs.tolist(), strict=True)), "tv": tv}

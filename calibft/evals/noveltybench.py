@@ -1,0 +1,210 @@
+"""NoveltyBench metric v1.0 (REFERENCE section 10): equivalence classes, reward ratings and utility.
+
+For one prompt, the 10 generations are partitioned greedily into equivalence classes (short texts by a
+lexical rule, longer ones by a DeBERTa similarity classifier); each generation's reward-model score becomes
+a rating from 1 to 10 through fixed thresholds; only the first member of each class keeps its rating (a
+repeat adds nothing new), and utility is the patience-discounted mean of those gains. Models and tokenizers
+are passed in, so that the metric is testable with tiny random models and no hub access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from calibft.chat import encode_prompt
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+# Reward thresholds of the Skywork-Reward-Gemma-2-27B-v0.2 scores: rating = 1 + how many lie strictly below.
+THRESHOLDS = np.array([-7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875])
+PATIENCE = 0.8
+CLASSIFIER_THRESHOLD = 0.102
+CLASSIFIER_MAX_SIDE = 128
+LEXICAL_MAX_TOKENS = 5
+
+Classify = Callable[[str, str], bool]
+
+
+def ratings(rewards: np.ndarray | Sequence[float]) -> np.ndarray:
+    """Ratings 1..10 of reward scores: 1 + the number of thresholds strictly below each reward."""
+    # side="left" counts thresholds t < r, so a reward equal to a threshold does not pass it.
+    return 1 + np.searchsorted(THRESHOLDS, np.asarray(rewards, dtype=float), side="left")
+
+
+def rating(reward: float) -> int:
+    """The rating of one reward score."""
+    return int(ratings([reward])[0])
+
+
+def lexically_equivalent(a: str, b: str) -> bool | None:
+    """The lexical rule for short texts: None when either text has more than 5 tokens (the classifier decides)."""
+    t0, t1 = a.strip().lower().split(), b.strip().lower().split()
+    m = max(len(t0), len(t1))
+    if m > LEXICAL_MAX_TOKENS:
+        return None
+    return 2 * len(set(t0) & set(t1)) >= m
+
+
+def equivalent(a: str, b: str, classify: Classify) -> bool:
+    """Whether two generations say the same thing: the lexical rule, else the classifier."""
+    lexical = lexically_equivalent(a, b)
+    return bool(classify(a, b)) if lexical is None else lexical
+
+
+def partition(responses: Sequence[str], classify: Classify) -> list[int]:
+    """Class id of each response, classes numbered in creation order.
+
+    Greedy, as in metric v1.0: each response is compared with the first member of every existing class in
+    creation order, joins the first equivalent one, or opens a new class. The relation is not transitive, so
+    the result depends on the order of the responses; comparing only with first members is part of the metric.
+    """
+    representatives: list[int] = []  # index of each class's first member
+    class_ids: list[int] = []
+    for i, response in enumerate(responses):
+        for c, first in enumerate(representatives):
+            if equivalent(responses[first], response, classify):
+                class_ids.append(c)
+                break
+        else:
+            class_ids.append(len(representatives))
+            representatives.append(i)
+    return class_ids
+
+
+def classifier_inputs(
+    tokenizer: PreTrainedTokenizerBase, a: str, b: str, max_side: int = CLASSIFIER_MAX_SIDE
+) -> list[int]:
+    """[CLS] + first `max_side` tokens of a + [SEP] + first `max_side` tokens of b + [SEP]."""
+    side_a = tokenizer.encode(a, add_special_tokens=False)[:max_side]
+    side_b = tokenizer.encode(b, add_special_tokens=False)[:max_side]
+    return [tokenizer.cls_token_id, *side_a, tokenizer.sep_token_id, *side_b, tokenizer.sep_token_id]
+
+
+def similarity_probability(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, a: str, b: str) -> float:
+    """The classifier's probability that a and b are equivalent: softmax(logits)[1] of the pair."""
+    import torch
+
+    ids = torch.tensor([classifier_inputs(tokenizer, a, b)], device=model.device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    return float(logits.float().softmax(-1)[0, 1])
+
+
+def similarity_classifier(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, threshold: float = CLASSIFIER_THRESHOLD
+) -> Classify:
+    """`classify(a, b)` for `partition`: the similarity probability above `threshold` (the model in eval mode)."""
+    model.eval()
+    return lambda a, b: similarity_probability(model, tokenizer, a, b) > threshold
+
+
+def _reward_ids(tokenizer: PreTrainedTokenizerBase, conversation: Sequence[Mapping[str, str]]) -> list[int]:
+    text = tokenizer.apply_chat_template(list(conversation), tokenize=False)
+    return encode_prompt(tokenizer, text)
+
+
+def reward_scores(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    conversations: Sequence[Sequence[Mapping[str, str]]],
+    batch_size: int = 8,
+) -> np.ndarray:
+    """Reward of each chat ([user prompt, assistant generation]) from a sequence-classification reward model.
+
+    Batches are padded on the tokenizer's padding side with the model's `pad_token_id`, which its own pooling
+    uses to find each sequence's last real token; position ids count real tokens only, so a sequence scores
+    the same alone, left padded or right padded. Sequences are batched by length, results come back in order.
+    """
+    import torch
+
+    encoded = [_reward_ids(tokenizer, c) for c in conversations]
+    pad_id = model.config.get_text_config().pad_token_id
+    if pad_id is None and batch_size > 1:
+        raise ValueError("the reward model has no pad_token_id: batches of more than one sequence cannot be pooled")
+    if pad_id is not None and any(ids[-1] == pad_id for ids in encoded):
+        raise ValueError("a conversation ends with the pad token: the model's pooling would skip it")
+    left = tokenizer.padding_side == "left"
+    order = np.argsort([len(ids) for ids in encoded], kind="stable")
+    scores = np.empty(len(encoded))
+    model.eval()
+    for start in range(0, len(order), batch_size):
+        batch = [encoded[i] for i in order[start : start + batch_size]]
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.full((len(batch), width), pad_id if pad_id is not None else 0, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, ids in enumerate(batch):
+            cols = slice(width - len(ids), width) if left else slice(0, len(ids))
+            input_ids[row, cols] = torch.tensor(ids)
+            mask[row, cols] = 1
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            logits = model(
+                input_ids=input_ids.to(model.device),
+                attention_mask=mask.to(model.device),
+                position_ids=position_ids.to(model.device),
+            ).logits
+        scores[order[start : start + batch_size]] = logits[:, 0].float().cpu().numpy()
+    return scores
+
+
+def gains(class_ids: Sequence[int], ratings: Sequence[float]) -> np.ndarray:
+    """Each generation's gain: its rating if it opens its class, else 0."""
+    if len(class_ids) != len(ratings):
+        raise ValueError(f"{len(class_ids)} class ids for {len(ratings)} ratings")
+    seen: set[int] = set()
+    first = np.zeros(len(class_ids), dtype=bool)
+    for i, c in enumerate(class_ids):
+        first[i] = c not in seen
+        seen.add(c)
+    return np.where(first, np.asarray(ratings, dtype=float), 0.0)
+
+
+def utility(class_ids: Sequence[int], ratings: Sequence[float], patience: float = PATIENCE) -> float:
+    """sum_i patience^i g_i / sum_i patience^i over the generations in order."""
+    g = gains(class_ids, ratings)
+    weights = patience ** np.arange(len(g))
+    return float(weights @ g / weights.sum())
+
+
+def distinct(class_ids: Sequence[int]) -> int:
+    """The number of equivalence classes."""
+    return len(set(class_ids))
+
+
+def score_prompt(responses: Sequence[str], rewards: Sequence[float], classify: Classify) -> dict[str, Any]:
+    """One prompt's partition, ratings, utility and distinct count, from its generations and their rewards."""
+    class_ids = partition(responses, classify)
+    r = ratings(rewards)
+    return {
+        "class_ids": class_ids,
+        "ratings": r.tolist(),
+        "utility": utility(class_ids, r),
+        "distinct": distinct(class_ids),
+    }
+
+
+def summarize_prompts(per_prompt: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Mean utility and distinct per split, and pooled over all prompts of all splits (the headline).
+
+    Each entry needs `split`, `utility` and `distinct`. Pooling is by prompt, so a split weighs by its size
+    (wildchat's 1000 prompts outweigh curated's 100), as in the paper's headline number.
+    """
+    if not per_prompt:
+        raise ValueError("no prompts to summarize")
+
+    def means(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {
+            "n_prompts": len(rows),
+            "utility": float(np.mean([r["utility"] for r in rows])),
+            "distinct": float(np.mean([r["distinct"] for r in rows])),
+        }
+
+    splits = sorted({r["split"] for r in per_prompt})
+    return {
+        "splits": {s: means([r for r in per_prompt if r["split"] == s]) for s in splits},
+        "pooled": means(per_prompt),
+    }

@@ -1,0 +1,232 @@
+"""Open-ended random generation (REFERENCE section 8).
+
+    python -m calibft.evals.open_ended JOB     # JOB: an OpenEndedJob as JSON text or file
+
+Requests such as "Name a random city. Output ONLY the answer." have no target distribution; the evaluation
+measures how broad the model's answers are, two ways per prompt:
+
+- top-t support: the smallest number of first tokens (softmax of the logits at the first generated
+  position) whose probabilities cover t, at every threshold t in 0.01..0.99 (0.9 is the headline);
+- unique fraction: `samples_per_prompt` sampled answers, each normalized (`normalize`); the number of
+  distinct non-empty answers divided by the number of samples.
+
+Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: prompt_index, prompt, index, text,
+normalized, finished), `support.jsonl` (one object per prompt: its support at every threshold, in the order
+of `metrics.json`'s `thresholds`) and `metrics.json`, which `score` computes from those two files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.generation import SamplingSettings, input_device, sample_texts, seed_for
+from calibft.io import read_job, write_json, write_jsonl
+from calibft.models import load_for_inference, load_tokenizer
+
+THRESHOLDS: tuple[float, ...] = tuple(np.round(np.arange(0.01, 1.0, 0.01), 2).tolist())  # 0.01, 0.02, ..., 0.99
+HEADLINE_THRESHOLD = 0.9
+# Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
+COVERAGE_TOLERANCE = 1e-9
+# Surrounding quotes `normalize` removes one pair of: the same character on both sides, or a typographic pair.
+QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
+
+
+def load_prompts(path: str | Path) -> list[str]:
+    """The prompts of the authors' file: a JSON array of non-empty strings."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err}); expected an array of prompt strings") from err
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{path}: expected a non-empty JSON array of prompt strings, got {type(data).__name__}")
+    for i, prompt in enumerate(data):
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"{path}: prompt {i} must be a non-empty string, got {prompt!r}")
+    return data
+
+
+def normalize(text: str) -> str:
+    """The answer an output counts as: reasoning stripped, its first non-empty line, whitespace collapsed, one
+    pair of matching surrounding quotes removed (with the whitespace they enclosed). Case is kept."""
+    lines = (" ".join(line.split()) for line in strip_reasoning(text).splitlines())
+    answer = next((line for line in lines if line), "")
+    if len(answer) >= 2 and QUOTE_PAIRS.get(answer[0]) == answer[-1]:
+        answer = answer[1:-1].strip()
+    return answer
+
+
+def unique_fraction(texts: Sequence[str]) -> float | None:
+    """Distinct non-empty normalized answers per sample (None without samples)."""
+    if not texts:
+        return None
+    answers = {normalize(text) for text in texts}
+    answers.discard("")
+    return len(answers) / len(texts)
+
+
+def first_token_support(probs: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) -> np.ndarray:
+    """For each threshold t, the smallest k whose k most probable tokens hold at least t of the mass.
+
+    `probs` [..., vocab] gives [..., len(thresholds)]. Ties between equal probabilities do not change k. A
+    coverage within `COVERAGE_TOLERANCE` below t counts as reaching it, so [0.5, 0.3, 0.2] covers 0.8 with 2
+    tokens although 0.5 + 0.3 may round below 0.8. Coverage is relative to the row's total, so rows need not
+    sum to exactly 1.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    if probs.ndim == 0 or probs.shape[-1] == 0 or np.any(probs < 0):
+        raise ValueError("probs must be non-negative with at least one token")
+    if np.any((t <= 0) | (t > 1)):
+        raise ValueError(f"thresholds must be in (0, 1], got {t.tolist()}")
+    rows = probs.reshape(-1, probs.shape[-1])
+    coverage = np.cumsum(-np.sort(-rows, axis=-1), axis=-1)
+    coverage /= coverage[:, -1:]
+    # k = 1 + the number of prefixes below t (coverage is non-decreasing, so a binary search finds them)
+    k = np.stack([np.searchsorted(row, t - COVERAGE_TOLERANCE, side="left") for row in coverage]) + 1
+    return np.minimum(k, probs.shape[-1]).reshape(*probs.shape[:-1], len(t))
+
+
+def first_token_probs(model, prompt_ids: Sequence[int]) -> np.ndarray:
+    """The next-token distribution at the first generated position: float64 softmax of the float32 logits.
+
+    One forward pass of the prompt in eval mode (no dropout), keeping only the last position's logits.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=input_device(model))
+            logits = model(input_ids=ids, logits_to_keep=1).logits[0, -1]
+            return torch.softmax(logits.float().double(), dim=-1).cpu().numpy()
+    finally:
+        model.train(was_training)
+
+
+@dataclass(frozen=True)
+class OpenEndedJob:
+    """Everything one open-ended job needs, resolved from the config by the workflow."""
+
+    model: str  # Hugging Face id or folder
+    model_key: str  # the model's key in the config: part of every prompt's seed
+    tokenizer: str
+    chat: dict  # the model's `chat:` entry
+    condition: str  # "base" or a recipe name
+    prompts_file: str  # the authors' JSON array (`calibft.assets.OPEN_ENDED_PROMPTS`)
+    seed: int
+    precision: str
+    out_dir: str
+    adapter: str | None = None  # the recipe's adapter folder; None for the base model
+    sampling: dict = field(default_factory=lambda: {"samples_per_prompt": 100, "max_new_tokens": 16})
+    thresholds: list[float] = field(default_factory=lambda: list(THRESHOLDS))
+    headline_threshold: float = HEADLINE_THRESHOLD
+
+    def __post_init__(self):
+        if self.headline_threshold not in self.thresholds:
+            raise ValueError(f"headline_threshold {self.headline_threshold} must be one of the thresholds")
+
+
+def sample_records(prompt_index: int, prompt: str, texts: Sequence[str], finished: np.ndarray) -> list[dict]:
+    """One record per answer, with the normalized form it counts as."""
+    return [
+        {
+            "prompt_index": prompt_index,
+            "prompt": prompt,
+            "index": i,
+            "text": text,
+            "normalized": normalize(text),
+            "finished": bool(done),
+        }
+        for i, (text, done) in enumerate(zip(texts, finished, strict=True))
+    ]
+
+
+def score(
+    prompts: Sequence[str],
+    records: Sequence[dict],
+    supports: Sequence[dict],
+    thresholds: Sequence[float],
+    headline_threshold: float = HEADLINE_THRESHOLD,
+    **header,
+) -> dict:
+    """metrics.json: per prompt the support at the headline threshold and the unique fraction (from the stored
+    texts, normalized again), and their means over prompts, with the mean support at every threshold."""
+    thresholds = [float(t) for t in thresholds]
+    column = thresholds.index(headline_threshold)
+    texts: list[list[str]] = [[] for _ in prompts]
+    for record in records:
+        texts[record["prompt_index"]].append(record["text"])
+    support = {row["prompt_index"]: row["support"] for row in supports}
+    rows = [
+        {
+            "prompt_index": i,
+            "prompt": prompt,
+            "samples": len(texts[i]),
+            "support": support[i][column],
+            "unique_fraction": unique_fraction(texts[i]),
+        }
+        for i, prompt in enumerate(prompts)
+    ]
+    fractions = [row["unique_fraction"] for row in rows if row["unique_fraction"] is not None]
+    table = np.array([support[i] for i in range(len(prompts))], dtype=np.float64)
+    return {
+        **header,
+        "thresholds": thresholds,
+        "headline_threshold": headline_threshold,
+        "aggregate": {
+            "support": float(np.mean([row["support"] for row in rows])),
+            "unique_fraction": float(np.mean(fractions)) if fractions else None,
+            "support_by_threshold": table.mean(axis=0).tolist(),
+            "num_prompts": len(rows),
+        },
+        "prompts": rows,
+    }
+
+
+def run(job: OpenEndedJob) -> None:
+    started = time.time()
+    prompts = load_prompts(job.prompts_file)
+    tokenizer = load_tokenizer(job.tokenizer)
+    model = load_for_inference(job.model, job.precision, job.adapter)
+    options = ChatOptions.from_config(job.chat)
+    sampling = dict(job.sampling)
+    settings = SamplingSettings(num_samples=sampling.pop("samples_per_prompt"), **sampling)
+
+    records, supports = [], []
+    for i, prompt in enumerate(tqdm(prompts, desc=f"open_ended {job.model_key}/{job.condition}")):
+        ids = chat_prompt_ids(tokenizer, prompt, options)
+        support = first_token_support(first_token_probs(model, ids), job.thresholds)
+        supports.append({"prompt_index": i, "prompt": prompt, "support": support.tolist()})
+        seed = seed_for(job.seed, "open_ended", job.model_key, job.condition, prompt)
+        texts, finished = sample_texts(model, tokenizer, ids, settings, seed)
+        records.extend(sample_records(i, prompt, texts, finished))
+    out = Path(job.out_dir)
+    write_jsonl(out / "samples.jsonl.gz", records)
+    write_jsonl(out / "support.jsonl", supports)
+    header = {
+        "evaluation": "open_ended",
+        "model": job.model_key,
+        "condition": job.condition,
+        "samples_per_prompt": settings.num_samples,
+        "wall_time_s": time.time() - started,
+        "job": asdict(job),
+    }
+    metrics = score(prompts, records, supports, job.thresholds, job.headline_threshold, **header)
+    write_json(out / "metrics.json", metrics)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(read_job(OpenEndedJob, "calibft.evals.open_ended", sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()

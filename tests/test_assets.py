@@ -1,0 +1,109 @@
+import hashlib
+import socket
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from calibft.assets import OPEN_ENDED_PROMPTS, Asset, AssetError, cache_path, fetch, sha256_of
+
+CONTENT = b'["Name a random city. Output ONLY the answer."]\n'
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A local HTTP server for a folder holding `prompts.json`; yields (base URL, stop function)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "prompts.json").write_bytes(CONTENT)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(served)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    stopped = False
+
+    def stop():
+        nonlocal stopped
+        if not stopped:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join()
+            stopped = True
+
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", stop
+    stop()
+
+
+def _asset(url: str, content: bytes = CONTENT) -> Asset:
+    return Asset("test prompts", url, hashlib.sha256(content).hexdigest(), "prompts.json")
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_download_verifies_and_caches(server, tmp_path):
+    base, stop = server
+    asset = _asset(f"{base}/prompts.json")
+    cache = tmp_path / "cache"
+    path = fetch(asset, cache)
+    assert path == cache_path(asset, cache) == cache / "prompts.json"
+    assert path.read_bytes() == CONTENT and sha256_of(path) == asset.sha256
+    assert _leftovers(cache) == ["prompts.json"]
+    stop()  # the cached copy is used without any network access
+    assert fetch(asset, cache, timeout=2) == path
+    assert path.read_bytes() == CONTENT
+
+
+def test_a_corrupted_cached_copy_is_downloaded_again(server, tmp_path):
+    base, _ = server
+    asset = _asset(f"{base}/prompts.json")
+    (tmp_path / "prompts.json").write_bytes(b"truncated")
+    assert fetch(asset, tmp_path).read_bytes() == CONTENT
+
+
+def test_checksum_mismatch_raises_and_leaves_nothing(server, tmp_path):
+    base, _ = server
+    asset = _asset(f"{base}/prompts.json", content=b"something else")
+    cache = tmp_path / "cache"
+    with pytest.raises(AssetError) as err:
+        fetch(asset, cache)
+    message = str(err.value)
+    assert asset.sha256 in message and hashlib.sha256(CONTENT).hexdigest() in message and "deleted" in message
+    assert _leftovers(cache) == []
+
+
+def test_unreachable_url_says_how_to_provide_the_file(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/prompts.json"
+        asset = _asset(url)
+        with pytest.raises(AssetError) as err:
+            fetch(asset, tmp_path / "cache", timeout=2)
+    message = str(err.value)
+    assert url in message and asset.sha256 in message and "download it elsewhere" in message
+    assert str((tmp_path / "cache" / "prompts.json").resolve()) in message
+    assert _leftovers(tmp_path / "cache") == []
+
+
+def test_missing_file_on_the_server_is_an_asset_error(server, tmp_path):
+    base, _ = server
+    with pytest.raises(AssetError, match="404"):
+        fetch(_asset(f"{base}/missing.json"), tmp_path / "cache")
+    assert _leftovers(tmp_path / "cache") == []
+
+
+def test_asset_validation_and_the_pinned_prompts():
+    with pytest.raises(ValueError, match="sha256"):
+        Asset("x", "http://example.invalid/x", "ABC", "x.json")
+    with pytest.raises(ValueError, match="filename"):
+        Asset("x", "http://example.invalid/x", "0" * 64, "sub/x.json")
+    assert OPEN_ENDED_PROMPTS.sha256 == "343c78f3572ae5a685d25ed41b5eea3577615d0cbccbc69a6a39f06bd9092bd1"
+    assert "a09d46dc5f6a87c39b85b8ec524c7904284bc2ab" in OPEN_ENDED_PROMPTS.url
+    assert OPEN_ENDED_PROMPTS.url.endswith("benchmarks/open_random_gen/prompts.json")

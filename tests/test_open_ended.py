@@ -1,0 +1,207 @@
+import gzip
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.evals.open_ended import (
+    THRESHOLDS,
+    OpenEndedJob,
+    first_token_probs,
+    first_token_support,
+    load_prompts,
+    normalize,
+    run,
+    score,
+    unique_fraction,
+)
+from calibft.io import read_jsonl
+from calibft.models import load_model, load_tokenizer
+
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+PROMPTS = [
+    "Name a random city. Output ONLY the answer.",
+    "Pick a random color. Output ONLY the answer.",
+    "Think of a random planet. Output ONLY the answer.",
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Paris", "Paris"),
+        ("<think>\nmaybe Rome\n</think>\n\nParis", "Paris"),
+        ("Paris<think>unfinished", "Paris"),
+        ("\n\n   \nParis\nRome", "Paris"),
+        ("  New \t  York   City ", "New York City"),
+        ('"Paris"', "Paris"),
+        ("'Paris'", "Paris"),
+        ("`Paris`", "Paris"),
+        ("\u201cParis\u201d", "Paris"),
+        ('" Paris "', "Paris"),
+        ("\"Paris'", "\"Paris'"),  # not a matching pair
+        ('"Paris', '"Paris'),
+        ('""Paris""', '"Paris"'),  # one pair only
+        ("'New York' City", "'New York' City"),  # not surrounding the whole answer
+        ("PARIS", "PARIS"),  # case kept
+        ('"', '"'),
+        ('""', ""),
+        ("", ""),
+        ("<think>only reasoning</think>", ""),
+    ],
+)
+def test_normalize(text, expected):
+    assert normalize(text) == expected
+
+
+def test_unique_fraction_by_hand():
+    texts = ["Paris", '"Paris"', "paris", " Paris \nRome", "Rome", "", '""', "<think>x</think>", "Lyon", "Lyon"]
+    # distinct non-empty: Paris, paris, Rome, Lyon -> 4 of 10 samples (empty answers count as samples, not answers)
+    assert unique_fraction(texts) == pytest.approx(0.4)
+    assert unique_fraction(["a", "b"]) == 1.0
+    assert unique_fraction([""]) == 0.0
+    assert unique_fraction([]) is None
+
+
+def _support_loop(probs: np.ndarray, threshold: float) -> int:
+    """The definition, one token at a time (with the documented tolerance for sums of decimals)."""
+    probs = np.sort(np.asarray(probs, dtype=np.float64))[::-1]
+    total, mass = probs.sum(), 0.0
+    for k, p in enumerate(probs, start=1):
+        mass += p
+        if mass / total >= threshold - 1e-9:
+            return k
+    return len(probs)
+
+
+def test_support_on_crafted_distributions():
+    assert first_token_support(np.array([0.2, 0.5, 0.3]), [0.5, 0.8, 0.81, 1.0, 0.01]).tolist() == [1, 2, 3, 3, 1]
+    assert first_token_support(np.full(100, 0.01), [0.9, 0.99, 0.01]).tolist() == [90, 99, 1]
+    assert first_token_support(np.array([1.0, 0.0, 0.0]), [0.99]).tolist() == [1]
+    # ties: equal probabilities in any order give the same k
+    assert first_token_support(np.array([0.1, 0.4, 0.4, 0.1]), [0.8, 0.85]).tolist() == [2, 3]
+    # just below a boundary is not enough, well beyond the rounding of sums
+    assert first_token_support(np.array([0.5, 0.3 - 1e-6, 0.2 + 1e-6]), [0.8]).tolist() == [3]
+    # not normalized: coverage is relative to the total
+    assert first_token_support(np.array([5.0, 3.0, 2.0]), [0.8]).tolist() == [2]
+
+
+def test_support_matches_a_plain_loop(rng):
+    thresholds = np.array(THRESHOLDS)
+    assert len(thresholds) == 99 and thresholds[0] == 0.01 and thresholds[-1] == 0.99 and 0.9 in thresholds
+    rows = [rng.dirichlet(np.full(50, alpha)) for alpha in (0.05, 0.5, 5.0)]
+    rows.append(np.round(rng.dirichlet(np.ones(20)), 2))  # decimal probabilities: many exact boundaries
+    rows.append(np.full(100, 0.01))
+    for row in rows:
+        expected = [_support_loop(row, t) for t in thresholds]
+        assert first_token_support(row, thresholds).tolist() == expected
+    batch = np.stack(rows[:3]).reshape(3, 1, 50)
+    assert first_token_support(batch, thresholds).shape == (3, 1, 99)
+    assert first_token_support(batch, thresholds)[:, 0].tolist() == [first_token_support(r).tolist() for r in rows[:3]]
+
+
+def test_support_rejects_bad_input():
+    with pytest.raises(ValueError):
+        first_token_support(np.array([0.5, -0.1, 0.6]))
+    with pytest.raises(ValueError):
+        first_token_support(np.array([0.5, 0.5]), [0.0])
+
+
+def test_load_prompts_reads_the_authors_format(tmp_path):
+    path = tmp_path / "prompts.json"
+    path.write_text(json.dumps(PROMPTS, indent=2))
+    assert load_prompts(path) == PROMPTS
+    for bad, message in [({"a": 1}, "array"), ([], "array"), (["ok", ""], "prompt 1"), (["ok", 3], "prompt 1")]:
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=message):
+            load_prompts(path)
+    path.write_text("[not json")
+    with pytest.raises(ValueError, match="not JSON"):
+        load_prompts(path)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, briefly_trained_model) -> Path:
+    root = tmp_path_factory.mktemp("open_ended")
+    (root / "tiny").symlink_to(briefly_trained_model)
+    (root / "prompts.json").write_text(json.dumps(PROMPTS, indent=2) + "\n")
+    return root
+
+
+def _job(root: Path, out: str, **changes) -> OpenEndedJob:
+    job = OpenEndedJob(
+        model=str(root / "tiny"), model_key="tiny", tokenizer=str(root / "tiny"), chat=CHAT, condition="base",
+        prompts_file=str(root / "prompts.json"), seed=5, precision="fp32", out_dir=str(root / out),
+        sampling={"samples_per_prompt": 12, "max_new_tokens": 6, "batch_size": 8},
+    )  # fmt: skip
+    return replace(job, **changes)
+
+
+@pytest.fixture(scope="module")
+def evaluated(workdir) -> Path:
+    run(_job(workdir, "base"))
+    return workdir / "base"
+
+
+def test_first_token_probs_is_the_softmax_of_a_full_forward(workdir):
+    tokenizer, model = load_tokenizer(workdir / "tiny"), load_model(workdir / "tiny", "fp32", "cpu").eval()
+    ids = chat_prompt_ids(tokenizer, PROMPTS[0], ChatOptions.from_config(CHAT))
+    probs = first_token_probs(model, ids)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    assert probs.dtype == np.float64 and probs.shape == (model.config.vocab_size,)
+    np.testing.assert_allclose(probs, torch.softmax(logits.double(), -1).numpy(), rtol=1e-5, atol=1e-9)
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_outputs_hold_every_sample_and_support(evaluated):
+    samples = read_jsonl(evaluated / "samples.jsonl.gz")
+    assert len(samples) == 3 * 12
+    assert set(samples[0]) == {"prompt_index", "prompt", "index", "text", "normalized", "finished"}
+    assert [s["index"] for s in samples[:12]] == list(range(12))
+    assert [s["prompt"] for s in samples[::12]] == PROMPTS
+    assert all(s["normalized"] == normalize(s["text"]) for s in samples)
+    supports = read_jsonl(evaluated / "support.jsonl")
+    assert [row["prompt_index"] for row in supports] == [0, 1, 2]
+    for row in supports:
+        assert len(row["support"]) == 99 and row["support"][0] >= 1
+        assert np.all(np.diff(row["support"]) >= 0)  # more mass never needs fewer tokens
+
+
+def test_metrics_recompute_from_the_stored_files(evaluated):
+    metrics = json.loads((evaluated / "metrics.json").read_text())
+    samples = read_jsonl(evaluated / "samples.jsonl.gz")
+    supports = read_jsonl(evaluated / "support.jsonl")
+    assert metrics["thresholds"] == list(THRESHOLDS) and metrics["headline_threshold"] == 0.9
+    column = metrics["thresholds"].index(0.9)
+    for row, support in zip(metrics["prompts"], supports, strict=True):
+        answers = [s["normalized"] for s in samples if s["prompt_index"] == row["prompt_index"]]
+        assert row["unique_fraction"] == len({a for a in answers if a}) / 12
+        assert row["support"] == support["support"][column]
+    aggregate = metrics["aggregate"]
+    assert aggregate["num_prompts"] == 3
+    assert aggregate["support"] == pytest.approx(np.mean([r["support"] for r in metrics["prompts"]]))
+    assert aggregate["unique_fraction"] == pytest.approx(np.mean([r["unique_fraction"] for r in metrics["prompts"]]))
+    assert aggregate["support_by_threshold"] == pytest.approx(np.mean([s["support"] for s in supports], axis=0))
+    recomputed = score(PROMPTS, samples, supports, metrics["thresholds"])
+    assert {k: recomputed[k] for k in ("aggregate", "prompts")} == {k: metrics[k] for k in ("aggregate", "prompts")}
+
+
+def test_same_seed_same_bytes_other_seed_other_samples(workdir, evaluated):
+    run(_job(workdir, "again"))
+    assert (workdir / "again" / "samples.jsonl.gz").read_bytes() == (evaluated / "samples.jsonl.gz").read_bytes()
+    assert (workdir / "again" / "support.jsonl").read_bytes() == (evaluated / "support.jsonl").read_bytes()
+    run(_job(workdir, "other", seed=6, thresholds=[0.5, 0.9], sampling={"samples_per_prompt": 12, "max_new_tokens": 6}))
+    with gzip.open(workdir / "other" / "samples.jsonl.gz", "rt") as f:
+        other = [json.loads(line)["text"] for line in f]
+    assert other != [s["text"] for s in read_jsonl(evaluated / "samples.jsonl.gz")]
+    assert json.loads((workdir / "other" / "metrics.json").read_text())["thresholds"] == [0.5, 0.9]
+
+
+def test_job_requires_the_headline_among_the_thresholds(tmp_path):
+    with pytest.raises(ValueError, match="headline_threshold"):
+        _job(tmp_path, "x", thresholds=[0.5, 0.8])
