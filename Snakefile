@@ -10,6 +10,7 @@ configfile: "config.yaml"
 
 include: "rules/common.smk"
 include: "rules/models.smk"
+include: "rules/assets.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"

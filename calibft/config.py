@@ -47,10 +47,10 @@ def check_evaluation(config: dict) -> None:
             f"evaluation.structured.space is {space!r}, whose tries do not cover splits {missing}: "
             f"add them to tries.{space} (the logit KL needs them)"
         )
-    for condition in structured["conditions"]:
+    for condition in config["evaluation"]["conditions"]:
         if condition != "base" and condition not in config["recipes"]:
             raise ValueError(
-                f"evaluation.structured.conditions names {condition!r}: use base or a recipe "
+                f"evaluation.conditions names {condition!r}: use base or a recipe "
                 f"({', '.join(config['recipes'])})"
             )
     ood = {p.id for p in prompts("ood")}

@@ -17,14 +17,17 @@ os.environ.update(
     ),
 )
 
+from calibft.assets import OPEN_ENDED_PROMPTS, cache_path  # noqa: E402
 from calibft.config import check_config, model_source, tokenizer_source  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
 
 SPLITS = ["train", "unseen", "ood"]
+CONDITIONS = config["evaluation"]["conditions"]
 STRUCTURED = config["evaluation"]["structured"]
 SSOT = config["evaluation"]["ssot"]
+OPEN_ENDED = config["evaluation"]["open_ended"]
 
 
 wildcard_constraints:
@@ -34,7 +37,7 @@ wildcard_constraints:
     name="|".join(config["tiny_models"]) or "(?!)",
     model="|".join(config["models"]),
     recipe="|".join(config["recipes"]),
-    cond="|".join(STRUCTURED["conditions"]),
+    cond="|".join(CONDITIONS),
     eval_split="|".join(STRUCTURED["splits"]),
     metric="w1|kl",
 
@@ -170,12 +173,11 @@ def structured_tries(wildcards):
     return f"results/tries/{tokenizer}/{STRUCTURED['space']}/{wildcards.eval_split}.npz"
 
 
-def eval_job(wildcards, output, evaluation, settings, **extra):
-    """The resolved StructuredJob of calibft.evals.structured, as JSON."""
+def model_under_test(wildcards, output, settings):
+    """The fields every evaluation job shares: the model, its condition, the sampling, the output folder."""
     entry = config["models"][wildcards.model]
     cond = getattr(wildcards, "cond", "base")
-    job = {
-        "evaluation": evaluation,
+    return {
         "model": model_source(config, wildcards.model),
         "model_key": wildcards.model,
         "tokenizer": tokenizer_source(config, entry["tokenizer"]),
@@ -184,15 +186,37 @@ def eval_job(wildcards, output, evaluation, settings, **extra):
         "adapter": (
             None if cond == "base" else f"results/adapters/{wildcards.model}/{cond}"
         ),
-        "split": wildcards.eval_split,
         "seed": config["seed"],
         "precision": config["evaluation"]["precision"],
         "sampling": settings["sampling"],
         "out_dir": os.path.dirname(output.metrics),
-        "checkpoint_dir": f"results/checkpoints/eval/{wildcards.model}/{cond}/{evaluation}/{wildcards.eval_split}",
-        **extra,
     }
+
+
+def eval_job(wildcards, output, evaluation, settings, **extra):
+    """The resolved StructuredJob of calibft.evals.structured, as JSON."""
+    job = model_under_test(wildcards, output, settings)
+    job.update(
+        evaluation=evaluation,
+        split=wildcards.eval_split,
+        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/{evaluation}/{wildcards.eval_split}",
+        **extra,
+    )
     return json.dumps(job)
+
+
+def open_ended_job(wildcards, input, output):
+    """The resolved OpenEndedJob of calibft.evals.open_ended, as JSON."""
+    job = model_under_test(wildcards, output, OPEN_ENDED)
+    return json.dumps({**job, "prompts_file": input.prompts})
+
+
+def open_ended_prompts(wildcards):
+    """The configured prompts file (a relative path is in the workflow's folder, as the demo's fixture), or
+    the authors' file that rule open_ended_prompts downloads."""
+    if OPEN_ENDED["prompts_file"] is None:
+        return cache_path(OPEN_ENDED_PROMPTS, "resources")
+    return os.path.join(workflow.basedir, OPEN_ENDED["prompts_file"])
 
 
 def structured_job(wildcards, input, output):
@@ -237,9 +261,7 @@ def ssot_metrics(split):
 def structured_runs(conditions=None):
     """[model, condition] pairs in table order: the models of the config, each with its conditions."""
     return [
-        [model, cond]
-        for model in config["models"]
-        for cond in conditions or STRUCTURED["conditions"]
+        [model, cond] for model in config["models"] for cond in conditions or CONDITIONS
     ]
 
 
@@ -248,7 +270,7 @@ def split_metrics(wildcards):
 
 
 # The SSOT tables put the baseline next to the base model and the soft-target adapter.
-SSOT_CONDITIONS = [c for c in ("base", "soft") if c in STRUCTURED["conditions"]]
+SSOT_CONDITIONS = [c for c in ("base", "soft") if c in CONDITIONS]
 
 
 def ssot_table_inputs(wildcards):
@@ -273,7 +295,7 @@ def qualitative_panels(name):
         return [
             [panel["model"], cond, panel["prompt"]]
             for panel in STRUCTURED["qualitative"]
-            for cond in STRUCTURED["conditions"]
+            for cond in CONDITIONS
         ]
     return [
         [SSOT["qualitative_model"], cond, panel["prompt"]]
@@ -298,13 +320,21 @@ def metric_key(wildcards):
     return {"w1": "w1_norm", "kl": "logit_kl"}[wildcards.metric]
 
 
-def eval_outputs():
-    """Every evaluation of the structured-sampling benchmark."""
+def open_ended_metrics():
     return [
+        f"results/eval/{model}/{cond}/open_ended/metrics.json"
+        for model, cond in structured_runs()
+    ]
+
+
+def eval_outputs():
+    """Every evaluation: the structured-sampling benchmark, SSOT and open-ended random generation."""
+    structured = [
         path
         for split in STRUCTURED["splits"]
         for path in structured_metrics(split) + ssot_metrics(split)
     ]
+    return structured + open_ended_metrics()
 
 
 CONDITION_TITLES = {

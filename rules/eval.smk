@@ -47,3 +47,30 @@ rule ssot_eval:
         job=ssot_job,
     shell:
         "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
+
+
+rule open_ended_eval:
+    input:
+        prompts=open_ended_prompts,
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        samples="results/eval/{model}/{cond}/open_ended/samples.jsonl.gz",
+        support="results/eval/{model}/{cond}/open_ended/support.jsonl",
+        metrics="results/eval/{model}/{cond}/open_ended/metrics.json",
+    log:
+        "logs/eval/{model}/{cond}/open_ended.log",
+    benchmark:
+        "benchmarks/results/eval/{model}/{cond}/open_ended.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    threads: model_resource("cpus", "eval_resources")
+    resources:
+        gpu=model_resource("gpus", "eval_resources"),
+        gpu_model=model_resource("gpu_model", "eval_resources"),
+        mem_mb=model_resource("mem_mb", "eval_resources"),
+        runtime=model_resource("runtime", "eval_resources"),
+    params:
+        job=open_ended_job,
+    shell:
+        "python -m calibft.evals.open_ended {params.job:q} > {log} 2>&1"
