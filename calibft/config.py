@@ -50,8 +50,7 @@ def check_evaluation(config: dict) -> None:
     for condition in config["evaluation"]["conditions"]:
         if condition != "base" and condition not in config["recipes"]:
             raise ValueError(
-                f"evaluation.conditions names {condition!r}: use base or a recipe "
-                f"({', '.join(config['recipes'])})"
+                f"evaluation.conditions names {condition!r}: use base or a recipe ({', '.join(config['recipes'])})"
             )
     ood = {p.id for p in prompts("ood")}
     for i, panel in enumerate(structured["qualitative"]):
