@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from calibft.families import FAMILIES
-from calibft.grid import Prompt, prompts
+from calibft.grid import prompts, render_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,30 @@ OPEN_ENDED_FAVOURITES: dict[str, str] = {
 }
 
 
+# The held-out families at parameters other than the evaluation's (grid.OOD_PARAMS): the paper's base
+# models met every family in pre-training, so the tiny base model meets these too, with its collapsed
+# answers (integers for Bernoulli and Poisson). Fine-tuning never sees them. Without them the tiny model
+# has no idea that a Poisson draw is an integer, and its held-out-family W1 measures only that.
+HELD_OUT_KNOWLEDGE: list[tuple[str, dict[str, float]]] = [
+    *(("bernoulli", {"p": p}) for p in (0.2, 0.3, 0.4, 0.6, 0.7, 0.8)),
+    *(("poisson", {"lambda": lam}) for lam in (0.5, 2.0, 3.0, 6.0, 8.0, 16.0)),
+    *(("weibull", {"k": k, "lambda": lam}) for k in (0.75, 2.0) for lam in (1.0, 2.0, 4.0)),
+    *(("maxwell", {"scale": s}) for s in (0.5, 1.0, 2.0, 3.0, 4.0, 6.0)),
+    *(("chi", {"df": df}) for df in (1.0, 3.0, 4.0, 6.0, 8.0, 15.0)),
+    *(
+        ("truncnorm", {"mu": mu, "sigma": sigma, "lower": mu - width, "upper": mu + width})
+        for mu, sigma, width in (
+            (-1.0, 1.0, 1.5),
+            (0.5, 2.0, 1.0),
+            (2.0, 1.0, 3.0),
+            (-0.5, 0.5, 2.0),
+            (0.0, 2.0, 3.0),
+            (3.0, 1.5, 2.0),
+        )
+    ),
+]
+
+
 @dataclass(frozen=True)
 class TinyModelSettings:
     """Architecture, tokenizer and training budget of the tiny model (defaults: about a minute on one core)."""
@@ -145,10 +169,10 @@ class Chat:
     open_ended: bool
 
 
-def number_answer(prompt: Prompt, decimals: int = ANSWER_DECIMALS) -> str:
+def number_answer(family_id: str, params: Mapping[str, float], decimals: int = ANSWER_DECIMALS) -> str:
     """The collapsed answer to a number request: the law's median, an integer for integer families."""
-    family = FAMILIES[prompt.family]
-    median = float(family.law(prompt.params).median())
+    family = FAMILIES[family_id]
+    median = float(family.law(params).median())
     if family.integer:
         return str(round(median))
     return f"{round(median, decimals) + 0.0:.{decimals}f}"  # + 0.0 turns -0.0 into 0.0
@@ -164,8 +188,10 @@ def open_ended_chats() -> list[Chat]:
 
 
 def training_chats(answer_decimals: int = ANSWER_DECIMALS) -> list[Chat]:
-    """The number requests of the training grid and the open-ended requests, with their answers."""
-    numbers = [Chat(p.prompt, number_answer(p, answer_decimals), open_ended=False) for p in prompts("train")]
+    """The number requests of the training grid and of the held-out families (at other parameters than the
+    evaluation's), and the open-ended requests, with their answers."""
+    points = [(p.family, p.params) for p in prompts("train")] + HELD_OUT_KNOWLEDGE
+    numbers = [Chat(render_prompt(f, params), number_answer(f, params, answer_decimals), False) for f, params in points]
     return numbers + open_ended_chats()
 
 

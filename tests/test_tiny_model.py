@@ -11,8 +11,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calibft.families import FAMILIES
-from calibft.grid import prompts
+from calibft.grid import prompts, render_prompt
 from calibft.tiny_model import (
+    HELD_OUT_KNOWLEDGE,
     OPEN_ENDED_FAVOURITES,
     TinyModelSettings,
     build_tiny_model,
@@ -79,16 +80,28 @@ def test_chat_template(tokenizer):
 
 
 def test_number_answers():
-    by_id = {p.id: p for p in prompts("train")}
-    assert number_answer(by_id["uniform-000"]) == "-4.50000"  # the canonical strings' 5 decimals
-    assert number_answer(by_id["uniform-000"], decimals=2) == "-4.50"
-    assert number_answer(by_id["gaussian-060"]) == "0.00000"  # mu=0.0; never "-0.00000"
-    assert number_answer(by_id["binomial-005"]) == "2"  # n=5, p=0.5
-    for p in prompts("train")[::50]:
-        answer = number_answer(p)
+    assert number_answer("uniform", {"a": -5.0, "b": -4.0}) == "-4.50000"  # the canonical strings' 5 decimals
+    assert number_answer("uniform", {"a": -5.0, "b": -4.0}, decimals=2) == "-4.50"
+    assert number_answer("gaussian", {"mu": 0.0, "sigma": 1.5}) == "0.00000"  # never "-0.00000"
+    assert number_answer("binomial", {"n": 5.0, "p": 0.5}) == "2"
+    assert number_answer("poisson", {"lambda": 3.0}) == "3"
+    points = [(p.family, p.params) for p in prompts("train")[::50]] + HELD_OUT_KNOWLEDGE
+    for family_id, params in points:
+        answer = number_answer(family_id, params)
         assert NUMBER.fullmatch(answer)
-        low, high = FAMILIES[p.family].support(p.params)
-        assert low <= float(answer) <= high or not FAMILIES[p.family].integer
+        low, high = FAMILIES[family_id].support(params)
+        assert low <= float(answer) <= high or not FAMILIES[family_id].integer
+
+
+def test_held_out_families_are_known_but_not_at_the_evaluated_parameters():
+    chats = {chat.user: chat.answer for chat in training_chats()}
+    held_out = {family_id for family_id, family in FAMILIES.items() if family.held_out}
+    assert {family_id for family_id, _ in HELD_OUT_KNOWLEDGE} == held_out
+    assert not any(p.prompt in chats for p in prompts("ood"))  # the evaluation's prompts stay unseen
+    assert not any(p.prompt in chats for p in prompts("unseen"))
+    assert all(p.prompt in chats for p in prompts("train"))
+    assert chats[render_prompt("poisson", {"lambda": 6.0})] == "6"
+    assert chats[render_prompt("bernoulli", {"p": 0.3})] == "0"
 
 
 def test_open_ended_chats():
