@@ -22,7 +22,6 @@ import sys
 import tempfile
 import threading
 import time
-import tracemalloc
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -30,10 +29,11 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from calibft.granularity import timed_with_peak, trie_of_space
 from calibft.grid import Prompt, prompts
 from calibft.models import load_tokenizer
 from calibft.output_space import SpaceSet, build_output_space, iter_spaces
-from calibft.trie import build_trie, tokenize_values, trie_set_for_spaces
+from calibft.trie import trie_set_for_spaces
 from tests.reference import ReferenceTrie, reference_space
 
 SETS = {"train_d5_b1001": ("train", 1001), "eval_d5_b16384": (("unseen", "ood"), 16384)}
@@ -109,15 +109,8 @@ def _in_fresh_process(fn, *args):
 
 def _per_prompt(build, sample) -> tuple[float, float]:
     """Mean milliseconds and worst tracemalloc peak (MB) of `build(prompt)` over the sample."""
-    seconds, peak = 0.0, 0
-    for p in sample:
-        tracemalloc.start()
-        start = time.perf_counter()
-        build(p)
-        seconds += time.perf_counter() - start
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
-    return 1000 * seconds / len(sample), peak / 2**20
+    runs = [timed_with_peak(lambda p=p: build(p)) for p in sample]
+    return 1000 * sum(seconds for _, seconds, _ in runs) / len(runs), max(peak for _, _, peak in runs)
 
 
 def main() -> None:
@@ -153,8 +146,7 @@ def main() -> None:
         return build_output_space(p.family, p.params, 5, 16384)
 
     def ours_space_and_trie(p):
-        space = ours_space(p)
-        return build_trie(tokenize_values(tokenizer, space.values), space.probs)
+        return trie_of_space(tokenizer, ours_space(p))
 
     def reference_space_and_trie(p):
         return ReferenceTrie(tokenizer, *reference_space(p.family, p.params, 5, 16384))

@@ -23,6 +23,16 @@ def check_config(config: dict) -> None:
             raise ValueError(
                 f"tries.{space} asks for splits {missing} that output_spaces.{space}.splits does not build"
             )
+    for section in ("grid_granularity", "method_figure"):
+        tokenizer = config[section]["tokenizer"]
+        if tokenizer not in config["tokenizers"]:
+            raise ValueError(
+                f"{section}.tokenizer is {tokenizer!r}, which is not a key of `tokenizers` "
+                f"(known: {', '.join(config['tokenizers'])})"
+            )
+    method_prompt = config["method_figure"]["prompt"]
+    if method_prompt not in {p.id for p in prompts("train")}:
+        raise ValueError(f"method_figure.prompt {method_prompt!r} is not a train prompt id (e.g. 'gaussian-088')")
     check_recipes(config)
     check_evaluation(config)
 

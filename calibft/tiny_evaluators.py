@@ -6,12 +6,13 @@ architectures (`DebertaV2ForSequenceClassification`, `Gemma2ForSequenceClassific
 tokenizer of their own and saves them with `save_pretrained`, so that the evaluation loads them through the
 same `from_pretrained` path as the real ones. Their weights are random: their scores exercise the pipeline
 and mean nothing. The classification heads are set so that the scores spread over the metric's decision
-points (the classifier's 0.102 threshold, the reward thresholds between -7.7 and -2.0) instead of sitting
-on one side of all of them.
+points (the classifier's 0.102 threshold splits pairs of short answers in half, the rewards center between the
+thresholds at -7.7 and -2.0) instead of sitting on one side of all of them.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from calibft.evals.noveltybench import CLASSIFIER_THRESHOLD, similarity_probability
 from calibft.tiny_model import (
+    OPEN_ENDED_FAVOURITES,
     open_ended_chats,
     reproducible,
     save_atomically,
@@ -61,7 +64,6 @@ class TinyEvaluatorSettings:
     num_heads: int = 2
     max_position_embeddings: int = 1024
     head_std: float | None = None  # std of the classification head's weights (how far scores spread); None: HEAD_STD
-    head_bias: float = -2.2  # classifier only: the "equivalent" logit's offset, softmax ~0.1 at zero input
     reward_center: float = -5.0  # reward model only: the mean reward of the calibration chats
 
     def __post_init__(self) -> None:
@@ -114,11 +116,29 @@ def similarity_classifier(settings: TinyEvaluatorSettings):
         num_labels=2,
         initializer_range=0.2,  # at the usual 0.02, every pair gets nearly the same probability
     )
-    model = DebertaV2ForSequenceClassification(config)
+    model = DebertaV2ForSequenceClassification(config).eval()
     with torch.no_grad():
         model.classifier.weight.normal_(0.0, settings.head_std or HEAD_STD[settings.kind])
-        model.classifier.bias.copy_(torch.tensor([0.0, settings.head_bias]))
+        model.classifier.bias.zero_()
+        _center_similarity(model, tokenizer)
     return model, tokenizer
+
+
+def _center_similarity(model, tokenizer: PreTrainedTokenizerFast) -> None:
+    """Offset the "equivalent" logit so that NoveltyBench's threshold splits pairs of short answers in half.
+
+    The pairs are the tiny chat model's favourite items, two by two: short answers, like most of what the demo
+    compares. Without the offset, where the random scores fall against the threshold depends on the tokenizer.
+    """
+    items = list(OPEN_ENDED_FAVOURITES.values())[:8]
+    margins = torch.tensor(
+        [
+            math.log(p / (1 - p))
+            for p in (similarity_probability(model, tokenizer, a, b) for a in items for b in items if a != b)
+        ]
+    )
+    threshold = math.log(CLASSIFIER_THRESHOLD / (1 - CLASSIFIER_THRESHOLD))
+    model.classifier.bias[1] = threshold - float(margins.median())
 
 
 def reward_model(settings: TinyEvaluatorSettings):

@@ -85,14 +85,39 @@ def space_settings(wildcards):
     return {"decimals": settings["decimals"], "max_bins": settings["max_bins"]}
 
 
-def tokenizer_files(wildcards):
-    """A tokenizer kept in a local folder (one the workflow may build) is an input of the rule."""
-    entry = config["tokenizers"][wildcards.tokenizer]
+def local_tokenizer(key):
+    """A tokenizer kept in a local folder (one the workflow may build) is an input of the rules that use it."""
+    entry = config["tokenizers"][key]
     return [entry["path"]] if "path" in entry else []
+
+
+def tokenizer_files(wildcards):
+    return local_tokenizer(wildcards.tokenizer)
 
 
 def tokenizer_name_or_path(wildcards):
     return tokenizer_source(config, wildcards.tokenizer)
+
+
+GRANULARITY = config["grid_granularity"]
+
+
+def granularity_prompts(wildcards):
+    return expand("results/prompts/{split}.jsonl", split=GRANULARITY["splits"])
+
+
+def granularity_tokenizer_files(wildcards):
+    return local_tokenizer(GRANULARITY["tokenizer"])
+
+
+def method_tokenizer_files(wildcards):
+    return local_tokenizer(config["method_figure"]["tokenizer"])
+
+
+def evaluation_space(wildcards):
+    """(decimals, max bins) of the shared evaluation target: the reference row of tab:grid-granularity."""
+    space = config["output_spaces"][STRUCTURED["space"]]
+    return [space["decimals"], space["max_bins"]]
 
 
 def data_resources(name):
@@ -655,10 +680,10 @@ def noveltybench_qualitative_tables(wildcards):
 def table_outputs():
     """Every table and figure: configuration tables, training curves, the structured-sampling benchmark."""
     splits = STRUCTURED["splits"]
-    tables = [*CONFIG_TABLES]
+    tables = [*CONFIG_TABLES, "grid_granularity"]
     tables += [f"main_{split}" for split in splits]
     tables += [f"ssot_structured_{split}" for split in splits]
-    figures = ["training_curves", "main_structured_sampling"]
+    figures = ["method", "training_curves", "main_structured_sampling"]
     figures += [
         f"appendix_{split}_{metric}_per_dist"
         for split in splits

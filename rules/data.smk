@@ -51,3 +51,26 @@ rule trie:
         tokenizer=tokenizer_name_or_path,
     script:
         "../workflow_scripts/trie.py"
+
+
+rule grid_granularity:
+    input:
+        prompts=granularity_prompts,
+        tokenizer=granularity_tokenizer_files,
+    output:
+        "results/granularity/costs.json",
+    log:
+        "logs/granularity/costs.log",
+    benchmark:
+        "benchmarks/results/granularity/costs.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    threads: data_resources("threads")
+    resources:
+        mem_mb=data_resources("mem_mb"),
+        runtime=data_resources("runtime"),
+    params:
+        settings=GRANULARITY,
+        tokenizer=tokenizer_source(config, GRANULARITY["tokenizer"]),
+    script:
+        "../workflow_scripts/grid_granularity.py"

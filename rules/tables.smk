@@ -21,6 +21,47 @@ rule config_tables:
         "../workflow_scripts/config_tables.py"
 
 
+rule grid_granularity_table:
+    input:
+        "results/granularity/costs.json",
+    output:
+        report(
+            expand("results/tables/grid_granularity.{ext}", ext=["tex", "csv", "md"]),
+            category="Tables",
+            subcategory="Data",
+        ),
+    log:
+        "logs/tables/grid_granularity.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        reference=evaluation_space,
+    script:
+        "../workflow_scripts/grid_granularity_table.py"
+
+
+rule method_figure:
+    input:
+        tokenizer=method_tokenizer_files,
+    output:
+        pdf=report(
+            "results/figures/method.pdf", category="Figures", subcategory="Method"
+        ),
+        png="results/figures/method.png",
+    log:
+        "logs/figures/method.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        settings=config["method_figure"],
+        tokenizer=tokenizer_source(config, config["method_figure"]["tokenizer"]),
+        seed=config["seed"],
+    script:
+        "../workflow_scripts/method_figure.py"
+
+
 rule training_curves:
     input:
         expand(

@@ -18,6 +18,7 @@ from calibft.evals.noveltybench import (
 from calibft.evals.noveltybench_run import GenerationJob, ScoringJob, generate, load_prompts, main, score
 from calibft.io import read_jsonl
 from calibft.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
+from calibft.tiny_model import OPEN_ENDED_FAVOURITES
 
 PROMPTS = [
     {"id": "curated-0", "category": "Creativity", "prompt": "Tell me a two-sentence story about a fox."},
@@ -73,6 +74,10 @@ def test_tiny_evaluators_load_through_from_pretrained_and_spread_their_scores(ev
              "A fox who loved to read books by the river", "Blue is the colour of the sky and the sea"]  # fmt: skip
     probs = [similarity_probability(classifier, tokenizer, a, b) for a in texts for b in texts if a != b]
     assert min(probs) < 0.102 < max(probs)  # both sides of the metric's threshold occur
+    # the head is centered on pairs of favourite answers: the threshold splits them in half
+    items = list(OPEN_ENDED_FAVOURITES.values())[:8]
+    probs = [similarity_probability(classifier, tokenizer, a, b) for a in items for b in items if a != b]
+    assert sorted(probs)[len(probs) // 2 - 1] == pytest.approx(0.102, abs=1e-5)  # the lower median
 
     folder = evaluators["reward_model"]
     reward = AutoModelForSequenceClassification.from_pretrained(folder).eval()

@@ -1,0 +1,26 @@
+from calibft.granularity import construction_costs, evenly_spaced, write_costs
+from calibft.grid import Prompt
+from calibft.io import read_jsonl
+from calibft.models import load_tokenizer
+from calibft.runlog import log_to
+
+log = log_to(snakemake.log[0])
+settings = snakemake.params.settings
+suite = [Prompt(**record) for path in snakemake.input.prompts for record in read_jsonl(path)]
+chosen = evenly_spaced(suite, settings["prompts"])
+log.info("%d of %d prompts: %s", len(chosen), len(suite), [p.id for p in chosen])
+costs = construction_costs(
+    load_tokenizer(snakemake.params.tokenizer),
+    chosen,
+    settings["decimals"],
+    settings["max_bins"],
+)
+for cost in costs:
+    log.info("%s", cost)
+write_costs(
+    snakemake.output[0],
+    costs,
+    tokenizer=settings["tokenizer"],
+    splits=settings["splits"],
+    prompt_ids=[p.id for p in chosen],
+)
