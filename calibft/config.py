@@ -35,6 +35,7 @@ def check_config(config: dict) -> None:
         raise ValueError(f"method_figure.prompt {method_prompt!r} is not a train prompt id (e.g. 'gaussian-088')")
     check_recipes(config)
     check_evaluation(config)
+    check_ablations(config)
 
 
 def check_recipes(config: dict) -> None:
@@ -124,3 +125,26 @@ def model_source(config: dict, model: str) -> str:
 
 def _source(entry: dict) -> str:
     return entry.get("path") or entry["hf_id"]
+
+
+def check_ablations(config: dict) -> None:
+    ablations = config["ablations"]
+    unknown = [m for m in ablations["models"] if m not in config["models"]]
+    if unknown:
+        raise ValueError(f"ablations.models names {unknown}, which are not keys of models")
+    for objective in ("soft", "hard"):
+        for recipe in ablations[objective]:
+            if recipe not in config["recipes"]:
+                raise ValueError(f"ablations.{objective} names {recipe!r}, which is not a key of recipes")
+            if config["recipes"][recipe]["objective"] != objective:
+                raise ValueError(f"ablations.{objective} names {recipe!r}, a recipe of the other objective")
+    qualitative = ablations["qualitative"]
+    stray = [r for r in qualitative["recipes"] if r not in ablations["soft"]]
+    if stray:
+        raise ValueError(f"ablations.qualitative.recipes names {stray}, which are not in ablations.soft")
+    ood = {p.id for p in prompts("ood")}
+    stray = [p for p in qualitative["prompts"] if p not in ood]
+    if stray:
+        raise ValueError(
+            f"ablations.qualitative.prompts names {stray}, which are not ood prompt ids (e.g. 'poisson-001')"
+        )

@@ -40,6 +40,20 @@ NOVELTYBENCH = config["evaluation"]["noveltybench"]
 EVALUATORS = NOVELTYBENCH["evaluators"]
 TINYBENCH = config["evaluation"]["tinybenchmarks"]
 PALOMA = config["evaluation"]["paloma"]
+ABLATIONS = config["ablations"]
+
+# The final recipes (the evaluation's conditions) are trained for every model; the ablations' other recipes
+# for the ablation models only.
+MAIN_RECIPES = [cond for cond in CONDITIONS if cond != "base"]
+ABLATION_RECIPES = [
+    recipe
+    for recipe in dict.fromkeys(ABLATIONS["soft"] + ABLATIONS["hard"])
+    if recipe not in MAIN_RECIPES
+]
+MAIN_RUNS = [(model, recipe) for model in config["models"] for recipe in MAIN_RECIPES]
+TRAINING_RUNS = MAIN_RUNS + [
+    (model, recipe) for model in ABLATIONS["models"] for recipe in ABLATION_RECIPES
+]
 
 
 wildcard_constraints:
@@ -49,7 +63,7 @@ wildcard_constraints:
     name="|".join(config["tiny_models"]) or "(?!)",
     model="|".join(config["models"]),
     recipe="|".join(config["recipes"]),
-    cond="|".join(CONDITIONS),
+    cond="|".join(CONDITIONS + ABLATION_RECIPES),
     eval_split="|".join(STRUCTURED["splits"]),
     metric="w1|kl",
     nb_split="|".join(NOVELTYBENCH["splits"]),
@@ -58,9 +72,20 @@ wildcard_constraints:
     paloma_slice="|".join(re.escape(name) for name in PALOMA["slices"]),
 
 
-def used_tokenizers():
-    """The tokenizer keys of the configured models: tries are built for these only."""
-    return sorted({model["tokenizer"] for model in config["models"].values()})
+def trie_tokenizers(space, split):
+    """The tokenizers of the models that read the tries of (space, split): every model's for the evaluation
+    target's evaluation splits (logit KL, training probe), the soft-trained models' for a train split.
+    """
+    if split == "train":
+        models = {
+            model
+            for model, recipe in TRAINING_RUNS
+            if config["recipes"][recipe]["objective"] == "soft"
+            and config["recipes"][recipe]["space"] == space
+        }
+    else:
+        models = set(config["models"]) if space == STRUCTURED["space"] else set()
+    return sorted({config["models"][model]["tokenizer"] for model in models})
 
 
 def data_outputs():
@@ -73,9 +98,9 @@ def data_outputs():
     ]
     tries = [
         f"results/tries/{tokenizer}/{space}/{split}.npz"
-        for tokenizer in used_tokenizers()
         for space, splits in config["tries"].items()
         for split in splits
+        for tokenizer in trie_tokenizers(space, split)
     ]
     return prompts + spaces + tries
 
@@ -134,12 +159,10 @@ def tiny_model_threads(wildcards):
 
 
 def adapter_outputs():
-    """Every adapter of the configured models and recipes."""
-    return expand(
-        "results/adapters/{model}/{recipe}/run.json",
-        model=config["models"],
-        recipe=config["recipes"],
-    )
+    """Every adapter: the final recipes for every model, the ablations' for the ablation models."""
+    return [
+        f"results/adapters/{model}/{recipe}/run.json" for model, recipe in TRAINING_RUNS
+    ]
 
 
 def train_data(wildcards):
@@ -487,6 +510,13 @@ def samples_file(model, cond, split):
 
 def qualitative_panels(name):
     """[model, condition, prompt] of every histogram of a qualitative figure, in drawing order."""
+    if name == "appendix_num_decimals_qualitative":
+        return [
+            [model, recipe, prompt]
+            for model in ABLATIONS["models"]
+            for prompt in ABLATIONS["qualitative"]["prompts"]
+            for recipe in ABLATIONS["qualitative"]["recipes"]
+        ]
     if name == "main_ood_qualitative":
         return [
             [panel["model"], cond, panel["prompt"]]
@@ -502,6 +532,56 @@ def qualitative_panels(name):
 
 def qualitative_panels_of(wildcards):
     return qualitative_panels(wildcards.figure)
+
+
+def qualitative_condition_titles(wildcards):
+    """The legend's names: the conditions', or for the decimals ablation each recipe's space."""
+    if wildcards.figure != "appendix_num_decimals_qualitative":
+        return CONDITION_TITLES
+    titles = {}
+    for recipe in ABLATIONS["qualitative"]["recipes"]:
+        space = config["output_spaces"][config["recipes"][recipe]["space"]]
+        titles[recipe] = f"d = {space['decimals']}, {space['max_bins']} bins"
+    return titles
+
+
+def ablation_metrics(objective, split):
+    """metrics.json of every ablation model and recipe of one objective, models outer."""
+    return [
+        f"results/eval/{model}/{recipe}/structured/{split}/metrics.json"
+        for model in ABLATIONS["models"]
+        for recipe in ABLATIONS[objective]
+    ]
+
+
+def ablation_inputs(wildcards):
+    objective = ablation_objective(wildcards)
+    return {split: ablation_metrics(objective, split) for split in STRUCTURED["splits"]}
+
+
+def ablation_objective(wildcards):
+    return {table: objective for objective, table in ABLATION_TABLES.items()}[
+        wildcards.table
+    ]
+
+
+def ablation_settings(wildcards):
+    """What the ablation table needs of the config: its rows' settings, the final recipe, the reference."""
+    objective = ablation_objective(wildcards)
+    recipes = {recipe: config["recipes"][recipe] for recipe in ABLATIONS[objective]}
+    return {
+        "objective": objective,
+        "models": ABLATIONS["models"],
+        "recipes": recipes,
+        "spaces": {
+            recipe: config["output_spaces"][entry["space"]]
+            for recipe, entry in recipes.items()
+        },
+        "final": next(
+            r for r in MAIN_RECIPES if config["recipes"][r]["objective"] == objective
+        ),
+        "reference": config["output_spaces"][STRUCTURED["space"]],
+    }
 
 
 def qualitative_samples(wildcards):
@@ -568,6 +648,13 @@ def eval_outputs():
         for split in STRUCTURED["splits"]
         for path in structured_metrics(split) + ssot_metrics(split)
     ]
+    structured += [
+        path
+        for split in STRUCTURED["splits"]
+        for objective in ("soft", "hard")
+        for path in ablation_metrics(objective, split)
+        if path not in structured
+    ]
     noveltybench = [
         path.replace("scores.jsonl", "metrics.json") for path in noveltybench_scores()
     ]
@@ -597,12 +684,12 @@ def config_table_settings(wildcards):
     }
 
 
-TRAINING_RUNS = [
-    (model, recipe) for model in config["models"] for recipe in config["recipes"]
+QUALITATIVE_FIGURES = [
+    "main_ood_qualitative",
+    "appendix_ssot_qualitative",
+    "appendix_num_decimals_qualitative",
 ]
-
-
-QUALITATIVE_FIGURES = ["main_ood_qualitative", "appendix_ssot_qualitative"]
+ABLATION_TABLES = {"soft": "grid_ablation", "hard": "hard_label_ablation"}
 TRANSFER_TABLES = [
     "generative_distribution_summary",
     "noveltybench_summary",
@@ -680,7 +767,7 @@ def noveltybench_qualitative_tables(wildcards):
 def table_outputs():
     """Every table and figure: configuration tables, training curves, the structured-sampling benchmark."""
     splits = STRUCTURED["splits"]
-    tables = [*CONFIG_TABLES, "grid_granularity"]
+    tables = [*CONFIG_TABLES, "grid_granularity", *ABLATION_TABLES.values()]
     tables += [f"main_{split}" for split in splits]
     tables += [f"ssot_structured_{split}" for split in splits]
     figures = ["method", "training_curves", "main_structured_sampling"]

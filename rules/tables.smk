@@ -16,7 +16,7 @@ rule config_tables:
         "../envs/calibft.yaml"
     params:
         config=config_table_settings,
-        recipes=list(config["recipes"]),
+        recipes=MAIN_RECIPES,
     script:
         "../workflow_scripts/config_tables.py"
 
@@ -66,7 +66,7 @@ rule training_curves:
     input:
         expand(
             "results/adapters/{run}/train_log.jsonl",
-            run=[f"{model}/{recipe}" for model, recipe in TRAINING_RUNS],
+            run=[f"{model}/{recipe}" for model, recipe in MAIN_RUNS],
         ),
     output:
         pdf=report(
@@ -81,7 +81,7 @@ rule training_curves:
     conda:
         "../envs/calibft.yaml"
     params:
-        runs=TRAINING_RUNS,
+        runs=MAIN_RUNS,
         titles={name: model["display"] for name, model in config["models"].items()},
     script:
         "../workflow_scripts/training_curves.py"
@@ -212,9 +212,33 @@ rule qualitative_figure:
         name="{figure}",
         panels=qualitative_panels_of,
         model_titles=MODEL_TITLES,
-        condition_titles=CONDITION_TITLES,
+        condition_titles=qualitative_condition_titles,
     script:
         "../workflow_scripts/structured_report.py"
+
+
+rule ablation_table:
+    input:
+        unpack(ablation_inputs),
+    output:
+        report(
+            multiext("results/tables/{table}.", "tex", "csv", "md"),
+            category="Tables",
+            subcategory="Ablations",
+        ),
+    log:
+        "logs/tables/{table}.log",
+    wildcard_constraints:
+        table="|".join(ABLATION_TABLES.values()),
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        settings=ablation_settings,
+        splits=STRUCTURED["splits"],
+        model_titles=MODEL_TITLES,
+    script:
+        "../workflow_scripts/ablation_table.py"
 
 
 rule transfer_table:

@@ -109,13 +109,16 @@ def test_values_come_from_the_config(paper_config):
     config["recipes"]["hard"]["max_steps"] = 400
     config["recipes"]["soft_d3"] = {"objective": "soft", "space": "d3", "epochs": 1, "samples_per_prompt": 1}
     config["output_spaces"]["d3"] = {"decimals": 3, "max_bins": 300, "splits": ["train"]}
-    shared = _rows(shared_hyperparams(config))
+    recipes = ["soft", "hard", "soft_d3"]
+    shared = _rows(shared_hyperparams(config, recipes))
     assert shared["Learning rate"] == 1e-3 and shared["LR schedule"] == "Cosine with 5% linear warmup"
     assert shared["LoRA rank / alpha / dropout"] == "8 / 16 / 0.05" and shared["LoRA target modules"] == "q_proj"
     assert shared["Training GPUs"] == "CPU" and shared["Model/load precision"] == "fp32"
     assert shared["Canonical decimals"] == "soft: 5; hard: 5; soft_d3: 3"
-    assert _rows(shared_hyperparams(config, ["soft", "hard"]))["Canonical decimals"] == 5
-    method = method_hyperparams(config).set_index("Parameter")
+    # by default the final recipes, those the evaluation's conditions name; the ablations' are not shown
+    assert _rows(shared_hyperparams(config))["Canonical decimals"] == 5
+    assert list(method_hyperparams(config).columns) == ["Parameter", "Soft", "Hard"]
+    method = method_hyperparams(config, recipes).set_index("Parameter")
     assert list(method.columns) == ["Soft", "Hard", "Soft d3"]
     assert method.loc["Optimizer steps per model"].tolist() == [3 * 497, 400, 497]
     assert method.loc["Maximum output-space bins", "Soft d3"] == 300

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -41,31 +42,33 @@ def test_paper_dry_run_on_slurm_plans_every_job():
     counts = job_counts(result.stdout)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
     # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations,
+    # the ablations (7 more spaces, 2 models x 8 more soft-training tries, 2 models x 17 more recipes trained
+    # and evaluated on 2 splits),
     # 12 models x 2 splits SSOT runs, the open-ended prompts and 12 x 3 open-ended runs, 12 x 3 MCQ runs,
     # NoveltyBench's 2 prompt files, 3 evaluators and 12 x 3 x 2 generation and scoring jobs, 5 TinyBenchmarks
     # datasets, its IRT file and 12 x 3 TinyBenchmarks runs, 7 PALOMA slices and 12 x 3 PALOMA runs, the tables
     # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run)
     assert counts == {
-        "prompts": 3, "output_space": 4, "trie": 12, "train": 24, "structured_eval": 72, "ssot_eval": 24,
+        "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140, "ssot_eval": 24,
         "open_ended_prompts": 1, "open_ended_eval": 36, "mcq_eval": 36, "noveltybench_prompts": 2,
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
-        "grid_granularity": 1, "grid_granularity_table": 1, "method_figure": 1,
+        "grid_granularity": 1, "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2,
         "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_table": 2,
-        "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 2, "transfer_table": 3,
+        "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 3, "transfer_table": 3,
         "open_ended_figure": 2, "retention_table": 4, "retention_figure": 3, "noveltybench_qualitative_cases": 1,
-        "all": 1, "total": 476,
+        "all": 1, "total": 604,
     }  # fmt: skip
     assert "build_tiny_model" not in result.stdout
     blocks = result.stdout.split("\n\n")
     trains = [block for block in blocks if "\nrule train:" in block]
-    assert len(trains) == 24
+    assert len(trains) == 58
     for block in trains:  # each on one node with 4 A100 GPUs, launched with FSDP
         assert "gpu=4, gpu_model=a100" in block
         assert "accelerate launch --config_file" in block and "fsdp.yaml --num_processes 4" in block
     model_jobs = "structured_eval|ssot_eval|open_ended_eval|mcq_eval|noveltybench_generate|tinybench_eval|paloma_eval"
     evals = [block for block in blocks if re.search(rf"\nrule ({model_jobs}):", block)]
-    assert len(evals) == 312
+    assert len(evals) == 380
     for block in evals:  # one A100 each, two for the 27B model
         gpus = 2 if "gemma3_27b_it" in block else 1
         assert f"gpu={gpus}, gpu_model=a100" in block, block
@@ -86,13 +89,13 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     result = snakemake("-n", "--forceall", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
-        "build_tiny_model": 3, "prompts": 3, "output_space": 4, "trie": 3, "train": 2, "structured_eval": 6,
+        "build_tiny_model": 3, "prompts": 3, "output_space": 6, "trie": 5, "train": 5, "structured_eval": 12,
         "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6, "noveltybench_score": 6,
         "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1,
-        "grid_granularity_table": 1, "method_figure": 1, "config_tables": 1, "training_curves": 1,
+        "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2, "config_tables": 1, "training_curves": 1,
         "structured_table": 2, "ssot_table": 2, "structured_sampling_figure": 1, "per_distribution_figure": 4,
-        "qualitative_figure": 2, "transfer_table": 3, "open_ended_figure": 2, "retention_table": 4,
-        "retention_figure": 3, "noveltybench_qualitative_cases": 1, "all": 1, "total": 78,
+        "qualitative_figure": 3, "transfer_table": 3, "open_ended_figure": 2, "retention_table": 4,
+        "retention_figure": 3, "noveltybench_qualitative_cases": 1, "all": 1, "total": 94,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset
@@ -118,6 +121,12 @@ def _config_with(tmp_path: Path, edit) -> Path:
         (lambda c: c["grid_granularity"].update(decimals=[2, 9]), r"9 is greater than the maximum of 8"),
         (lambda c: c["method_figure"].update(prompt="poisson-001"), r"method_figure\.prompt 'poisson-001' is not"),
         (lambda c: c["method_figure"].update(max_bins=1001), r"1001 is greater than the maximum of 24"),
+        (lambda c: c["ablations"].update(models=["qwen3_15b"]), r"ablations\.models names \['qwen3_15b'\]"),
+        (lambda c: c["ablations"].update(soft=["hard"]), r"ablations\.soft names 'hard', a recipe of the other"),
+        (
+            lambda c: c["ablations"]["qualitative"].update(recipes=["soft_d2_b4096", "hard"]),
+            r"ablations\.qualitative\.recipes names \['hard'\]",
+        ),
         (
             lambda c: c["evaluation"].update(conditions=["base", "sharp"]),
             r"evaluation\.conditions names 'sharp'",
@@ -301,6 +310,24 @@ def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_dat
     shaded = table.split("\\rowcolor")[1].splitlines()[1]
     assert shaded.startswith("5 & 16384 &"), shaded
     assert table.count("\\rowcolor") == 1
+
+
+@pytest.mark.parametrize(
+    "table,recipes",
+    [("grid_ablation", ["soft_d2_b1001", "soft_d3_b1001", "soft"]), ("hard_label_ablation", ["hard_d3_b1001", "hard"])],
+)
+def test_demo_ablation_tables_show_each_recipes_evaluation(demo_data, table, recipes):
+    rows = pd.read_csv(demo_data / "results" / "tables" / f"{table}.csv")
+    assert len(rows) == len(recipes)
+    for (_, row), recipe in zip(rows.iterrows(), recipes, strict=True):
+        for split, column in (("ood", "OOD W₁ ↓"), ("unseen", "Unseen W₁ ↓")):
+            aggregate = _structured(demo_data, recipe, split)["aggregate"]
+            assert row[column] == pytest.approx(aggregate["w1_norm"]), (recipe, split)
+    assert list(rows["d"]) == ([2, 3, 5] if table == "grid_ablation" else [3, 5])
+    tex = (demo_data / "results" / "tables" / f"{table}.tex").read_text()
+    assert tex.count("\\rowcolor") == 1  # the final recipe
+    figure = demo_data / "results" / "figures" / "appendix_num_decimals_qualitative.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG"
 
 
 CONDITIONS = ("base", "soft", "hard")

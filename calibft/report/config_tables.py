@@ -73,7 +73,10 @@ BENCHMARK_CAPTION = (
 
 
 def _recipe_names(config: Mapping, recipes: Sequence[str] | None) -> list[str]:
-    names = list(config["recipes"]) if recipes is None else list(recipes)
+    """The given recipes; by default the final ones, the evaluation's conditions (the ablations' are not shown)."""
+    if recipes is None:
+        recipes = [c for c in config["evaluation"]["conditions"] if c != "base"]
+    names = list(recipes)
     unknown = [name for name in names if name not in config["recipes"]]
     if unknown:
         raise KeyError(f"unknown recipe(s) {unknown}; configured: {list(config['recipes'])}")

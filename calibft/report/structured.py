@@ -97,7 +97,7 @@ def _conditions(metrics: Metrics, conditions: Sequence[str] | None) -> list[str]
     return list(dict.fromkeys(condition for runs in metrics.values() for condition in runs))
 
 
-def _aggregates(
+def aggregates(
     metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
 ) -> pd.DataFrame:
     """models × conditions: the aggregate `key` of each run; NaN where undefined or not run."""
@@ -243,7 +243,7 @@ def structured_table(
     per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
     _check_split(split)
     conditions = _conditions(metrics, conditions)
-    w1, kl, valid = (_aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
+    w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
     what, over = _split_text(split)
     titles = ", ".join(
         f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions
@@ -294,8 +294,8 @@ def ssot_table(
     w1, valid = (
         pd.concat(
             [
-                _aggregates(metrics, key, split, conditions),
-                _aggregates(ssot, key, split, ["ssot"], evaluation="ssot"),
+                aggregates(metrics, key, split, conditions),
+                aggregates(ssot, key, split, ["ssot"], evaluation="ssot"),
             ],
             axis=1,
         )
@@ -422,7 +422,7 @@ def structured_sampling_figure(
     models = _models(*(metrics_by_split[s] for s in splits))
     conditions = list(dict.fromkeys(c for s in splits for c in _conditions(metrics_by_split[s], conditions)))
     values = {
-        split: _aggregates(metrics_by_split[split], "w1_norm", split, conditions)
+        split: aggregates(metrics_by_split[split], "w1_norm", split, conditions)
         .reindex(index=models)
         .to_numpy(dtype=float)
         for split in splits

@@ -1,0 +1,92 @@
+"""The training ablations of appendix C: tab:grid-ablation (soft-target recipes over decimals and max bins) and
+tab:hard-label-ablation (hard-target recipes over decimals, max bins, samples per prompt and epochs).
+
+Every recipe is evaluated like the main ones, on the structured benchmark against the shared evaluation target,
+and its row shows the aggregate normalized W1 (the median over families of the family means) on held-out
+families and on unseen parameters. Bold: the best row of each model and split; shaded: the final recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from calibft.report.structured import aggregates, best_cells, format_w1
+from calibft.report.tables import Table
+
+SPLIT_COLUMNS = {"ood": "OOD W₁ ↓", "unseen": "Unseen W₁ ↓"}
+
+GRID_CAPTION = (
+    "Ablation over the granularity of the canonical numeric output space for soft-target fine-tuning. Rows vary "
+    "the number of decimal places d and the cap on the number of support bins used during training. All "
+    "checkpoints are evaluated against the shared reference with d={decimals} and max bins={max_bins}. Results are "
+    "Q95-Q05 normalized Wasserstein-1, averaged within family and then aggregated across families with a median. "
+    "The shaded row is the final setting; bold marks the best setting for each model and split."
+)
+HARD_CAPTION = (
+    "Hard-target fine-tuning ablation. Rows vary the output space (d, max bins) and the sparse-supervision budget "
+    "(samples per prompt per epoch, epochs), with the total number of sampled draws per prompt explicit. All "
+    "checkpoints are evaluated against the shared reference with d={decimals} and max bins={max_bins}. Results are "
+    "Q95-Q05 normalized Wasserstein-1, averaged within family and then aggregated across families with a median. "
+    "The shaded row is the final setting; bold marks the best setting for each model and split."
+)
+
+Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> recipe -> metrics.json
+
+
+def recipe_columns(recipe: Mapping[str, Any], space: Mapping[str, Any], objective: str) -> dict[str, int]:
+    """The settings a row shows: d and max bins of the recipe's space, and for hard recipes its budget."""
+    columns = {"d": space["decimals"], "max bins": space["max_bins"]}
+    if objective == "hard":
+        spp, epochs = recipe["samples_per_prompt"], recipe["epochs"]
+        columns |= {"spp": spp, "epochs": epochs, "total draws": spp * epochs}
+    return columns
+
+
+def ablation_table(
+    metrics_by_split: Mapping[str, Metrics],
+    recipes: Sequence[str],
+    settings: Mapping[str, Mapping[str, int]],
+    objective: str,
+    final: str,
+    model_titles: Mapping[str, str],
+    reference: Mapping[str, int],
+) -> Table:
+    """One row per (model, recipe), models in the metrics' order and recipes in the order of `recipes`;
+    `settings[recipe]` are its `recipe_columns`, `reference` the evaluation space's decimals and max_bins."""
+    if objective not in ("soft", "hard"):
+        raise ValueError(f"objective must be soft or hard, got {objective!r}")
+    if not recipes:
+        raise ValueError(f"no recipes for the {objective} ablation: list them in ablations.{objective}")
+    models = list(next(iter(metrics_by_split.values())))
+    rows, bold, shaded = [], [], []
+    for model in models:
+        # recipes x splits of this model; in each split the best recipe is bold
+        values = pd.DataFrame(
+            {
+                SPLIT_COLUMNS[split]: aggregates(
+                    {recipe: {split: metrics[model][recipe]} for recipe in recipes}, "w1_norm", split, [split]
+                )[split]
+                for split, metrics in sorted(
+                    metrics_by_split.items(), key=lambda item: list(SPLIT_COLUMNS).index(item[0])
+                )
+            }
+        )
+        best = best_cells(values.T, format_w1, lowest=True).T
+        for recipe in recipes:
+            rows.append({"Model": model_titles.get(model, model), **settings[recipe], **values.loc[recipe].to_dict()})
+            bold.append({"Model": False, **dict.fromkeys(settings[recipe], False), **best.loc[recipe].to_dict()})
+            shaded.append(recipe == final)
+    frame = pd.DataFrame(rows)
+    return Table(
+        frame,
+        label="tab:grid-ablation" if objective == "soft" else "tab:hard-label-ablation",
+        caption=(GRID_CAPTION if objective == "soft" else HARD_CAPTION).format(**reference),
+        formats={column: format_w1 for column in SPLIT_COLUMNS.values() if column in frame},
+        bold=pd.DataFrame(bold, columns=frame.columns).astype(bool),
+        shaded=shaded,
+        wide=objective == "hard",
+        font_size="footnotesize",
+    )
