@@ -74,7 +74,8 @@ wildcard_constraints:
 
 def trie_tokenizers(space, split):
     """The tokenizers of the models that read the tries of (space, split): every model's for the evaluation
-    target's evaluation splits (logit KL, training probe), the soft-trained models' for a train split.
+    target's evaluation splits (logit KL, training probe), the soft-trained models' for a train split. A trie
+    that no job reads is built for every model's tokenizer, since the config asks for it.
     """
     if split == "train":
         models = {
@@ -85,7 +86,9 @@ def trie_tokenizers(space, split):
         }
     else:
         models = set(config["models"]) if space == STRUCTURED["space"] else set()
-    return sorted({config["models"][model]["tokenizer"] for model in models})
+    return sorted(
+        {config["models"][model]["tokenizer"] for model in models or config["models"]}
+    )
 
 
 def data_outputs():

@@ -159,6 +159,23 @@ def test_malformed_config_fails_before_any_job(tmp_path, edit, message):
     assert "Job stats" not in result.stdout
 
 
+def test_tries_are_planned_for_the_tokenizers_of_their_readers(tmp_path):
+    def edit(config):  # a trie that no job reads: built for every tokenizer, as asked
+        config["output_spaces"]["coarse"] = {"decimals": 1, "max_bins": 11, "splits": ["unseen"]}
+        config["tries"]["coarse"] = ["unseen"]
+
+    result = snakemake("data", "-n", "--forceall", "--configfile", str(_config_with(tmp_path, edit)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = set(re.findall(r"output: (results/tries/\S+)", result.stdout))
+    assert {f"results/tries/{t}/coarse/unseen.npz" for t in ("qwen3", "gemma3", "llama3", "gpt_oss")} <= planned
+    # the ablation spaces' training tries only for the ablation models' tokenizers (Qwen3-14B, Gemma-3-12B-it)
+    assert {p for p in planned if "/d2_b1001/" in p} == {
+        "results/tries/qwen3/d2_b1001/train.npz",
+        "results/tries/gemma3/d2_b1001/train.npz",
+    }
+    assert len(planned) == 28 + 4
+
+
 def test_the_paper_prompts_download_or_say_how_to_provide_them(tmp_path):
     from calibft.assets import OPEN_ENDED_PROMPTS, sha256_of
 
