@@ -61,17 +61,19 @@ def ablation_table(
     if not recipes:
         raise ValueError(f"no recipes for the {objective} ablation: list them in ablations.{objective}")
     models = list(next(iter(metrics_by_split.values())))
+    splits = [split for split in SPLIT_COLUMNS if split in metrics_by_split]  # OOD first, as in the paper
     rows, bold, shaded = [], [], []
     for model in models:
-        # recipes x splits of this model; in each split the best recipe is bold
+        # recipes x splits of this model (each run checked to be the split it stands for); bold: the best recipe
         values = pd.DataFrame(
             {
                 SPLIT_COLUMNS[split]: aggregates(
-                    {recipe: {split: metrics[model][recipe]} for recipe in recipes}, "w1_norm", split, [split]
+                    {recipe: {split: metrics_by_split[split][model][recipe]} for recipe in recipes},
+                    "w1_norm",
+                    split,
+                    [split],
                 )[split]
-                for split, metrics in sorted(
-                    metrics_by_split.items(), key=lambda item: list(SPLIT_COLUMNS).index(item[0])
-                )
+                for split in splits
             }
         )
         best = best_cells(values.T, format_w1, lowest=True).T
