@@ -65,10 +65,26 @@ def test_bold_marks_the_best_of_each_model_and_split_ties_included_and_the_final
     assert "---" in tex  # gemma's undefined unseen W1
 
 
-def test_hard_rows_show_the_sampling_budget():
+def test_hard_rows_show_the_sampling_budget_and_any_step_cap():
     columns = recipe_columns({"samples_per_prompt": 8, "epochs": 4}, {"decimals": 3, "max_bins": 1001}, "hard")
     assert columns == {"d": 3, "max bins": 1001, "spp": 8, "epochs": 4, "total draws": 32}
     assert recipe_columns({}, {"decimals": 2, "max_bins": 4096}, "soft") == {"d": 2, "max bins": 4096}
+    capped = recipe_columns(
+        {"samples_per_prompt": 16, "epochs": 2, "max_steps": 400}, {"decimals": 5, "max_bins": 9}, "hard"
+    )
+    assert capped["max steps"] == 400 and capped["total draws"] == 32
+
+
+def test_a_setting_that_only_some_recipes_have_is_blank_elsewhere():
+    settings = {**SETTINGS, "soft_d3": {**SETTINGS["soft_d3"], "max steps": 400}}
+    table = ablation_table(
+        _metrics(), ["soft_d2", "soft_d3", "soft"], settings, "soft", "soft", {}, {"decimals": 5, "max_bins": 16384}
+    )
+    assert list(table.frame.columns) == ["Model", "d", "max bins", "max steps", "OOD W₁ ↓", "Unseen W₁ ↓"]
+    steps = table.frame["max steps"].tolist()[:3]
+    assert math.isnan(steps[0]) and steps[1] == 400 and math.isnan(steps[2])
+    assert not table.bold["max steps"].any()
+    assert "qwen & 2 & 1001 & --- & " in to_latex(table)
 
 
 def test_a_run_of_the_wrong_split_is_refused():

@@ -42,6 +42,8 @@ def recipe_columns(recipe: Mapping[str, Any], space: Mapping[str, Any], objectiv
     if objective == "hard":
         spp, epochs = recipe["samples_per_prompt"], recipe["epochs"]
         columns |= {"spp": spp, "epochs": epochs, "total draws": spp * epochs}
+    if recipe.get("max_steps") is not None:  # a cut budget (the demo's) is shown, not hidden behind the draws
+        columns["max steps"] = recipe["max_steps"]
     return columns
 
 
@@ -61,6 +63,8 @@ def ablation_table(
     if not recipes:
         raise ValueError(f"no recipes for the {objective} ablation: list them in ablations.{objective}")
     models = list(next(iter(metrics_by_split.values())))
+    # the settings' columns of every row ("---" where a recipe has no such setting, e.g. no step cap)
+    setting_columns = list(dict.fromkeys(column for recipe in recipes for column in settings[recipe]))
     splits = [split for split in SPLIT_COLUMNS if split in metrics_by_split]  # OOD first, as in the paper
     rows, bold, shaded = [], [], []
     for model in models:
@@ -78,8 +82,9 @@ def ablation_table(
         )
         best = best_cells(values.T, format_w1, lowest=True).T
         for recipe in recipes:
-            rows.append({"Model": model_titles.get(model, model), **settings[recipe], **values.loc[recipe].to_dict()})
-            bold.append({"Model": False, **dict.fromkeys(settings[recipe], False), **best.loc[recipe].to_dict()})
+            shown = {column: settings[recipe].get(column) for column in setting_columns}
+            rows.append({"Model": model_titles.get(model, model), **shown, **values.loc[recipe].to_dict()})
+            bold.append({"Model": False, **dict.fromkeys(setting_columns, False), **best.loc[recipe].to_dict()})
             shaded.append(recipe == final)
     frame = pd.DataFrame(rows)
     return Table(
