@@ -18,9 +18,10 @@ import numpy as np
 from matplotlib.gridspec import GridSpec
 
 from calibft.families import FAMILIES
+from calibft.granularity import trie_of_space
 from calibft.grid import Prompt
 from calibft.output_space import OutputSpace, build_output_space
-from calibft.trie import Trie, build_trie, tokenize_values
+from calibft.trie import Trie
 
 MAX_VALUES = 24  # beyond this the trie is unreadable at figure size
 PATH_COLOR, TARGET_COLOR = "tab:red", "tab:blue"
@@ -147,7 +148,7 @@ def method_figure(prompt: Prompt, tokenizer, decimals: int, max_bins: int, seed:
             f"the method figure draws every string of the space; {prompt.id} has {len(space.values)} at "
             f"decimals={decimals}, max_bins={max_bins}: choose max_bins <= {MAX_VALUES}"
         )
-    trie = build_trie(tokenize_values(tokenizer, space.values), space.probs)
+    trie = trie_of_space(tokenizer, space)
     sampled = int(np.random.default_rng(seed).choice(len(space.probs), p=space.probs))
     path = trie.ancestors(int(trie.value_leaf[sampled]))
 

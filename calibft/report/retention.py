@@ -130,6 +130,16 @@ def _check_slot(run: Mapping[str, Any], model: str, condition: str, where: str) 
             raise ValueError(f"{where}: the file is of {key} {run[key]!r}, not {expected!r}")
 
 
+def _slot_numbers(
+    runs: Runs, models: Sequence[str], conditions: Sequence[str], read: Callable[[Mapping, str], Any], what: str
+) -> dict[tuple[str, str], Any]:
+    """`read(run, where)` of every (model, condition) that was run, each run checked to belong to its slot."""
+    numbers = {(m, c): read(runs[m][c], f"{what} {m}/{c}") for m in models for c in conditions if c in runs.get(m, {})}
+    for m, c in numbers:
+        _check_slot(runs[m][c], m, c, f"{what} {m}/{c}")
+    return numbers
+
+
 def _ordered(names: Sequence[str], titles: Mapping[str, str], what: str, where: str) -> list[str]:
     unknown = [name for name in names if name not in titles]
     if unknown:
@@ -233,14 +243,7 @@ class _Gpirt:
 
 
 def _gpirt(tinybench: Runs, models: Sequence[str], conditions: Sequence[str]) -> _Gpirt:
-    numbers = {
-        (m, c): gpirt_numbers(tinybench[m][c], f"tinybench {m}/{c}")
-        for m in models
-        for c in conditions
-        if c in tinybench.get(m, {})
-    }
-    for m, c in numbers:
-        _check_slot(tinybench[m][c], m, c, f"tinybench {m}/{c}")
+    numbers = _slot_numbers(tinybench, models, conditions, gpirt_numbers, "tinybench")
     tasks = _same_names({key: list(scores) for key, (scores, _) in numbers.items()}, "TinyBenchmarks tasks")
     nan = ({}, math.nan)
     per_task = {
@@ -259,14 +262,7 @@ class _Paloma:
 
 
 def _paloma(paloma: Runs, models: Sequence[str], conditions: Sequence[str]) -> _Paloma:
-    numbers = {
-        (m, c): paloma_numbers(paloma[m][c], f"paloma {m}/{c}")
-        for m in models
-        for c in conditions
-        if c in paloma.get(m, {})
-    }
-    for m, c in numbers:
-        _check_slot(paloma[m][c], m, c, f"paloma {m}/{c}")
+    numbers = _slot_numbers(paloma, models, conditions, paloma_numbers, "paloma")
     slices = _same_names({key: list(run["slices"]) for key, run in numbers.items()}, "PALOMA slices")
 
     def value(m: str, c: str, metric: str, name: str | None) -> float:
