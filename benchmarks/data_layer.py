@@ -29,11 +29,11 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibft.granularity import timed_with_peak, trie_of_space
+from calibft.granularity import timed_with_peak
 from calibft.grid import Prompt, prompts
 from calibft.models import load_tokenizer
 from calibft.output_space import SpaceSet, build_output_space, iter_spaces
-from calibft.trie import trie_set_for_spaces
+from calibft.trie import trie_of_space, trie_set_for_spaces
 from tests.reference import ReferenceTrie, reference_space
 
 SETS = {"train_d5_b1001": ("train", 1001), "eval_d5_b16384": (("unseen", "ood"), 16384)}

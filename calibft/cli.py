@@ -53,12 +53,12 @@ def _space(args: argparse.Namespace) -> None:
 
 def _trie(args: argparse.Namespace) -> None:
     from calibft.models import load_tokenizer
-    from calibft.trie import build_trie, tokenize_values
+    from calibft.trie import trie_of_space
 
     chosen = select(prompts(args.split), [args.id])
     space = spaces_for_prompts(chosen, args.decimals, args.max_bins)[0]
     tokenizer = load_tokenizer(args.tokenizer)
-    trie = build_trie(tokenize_values(tokenizer, space.strings()), space.probs)
+    trie = trie_of_space(tokenizer, space)
     for node in range(trie.num_nodes):
         if trie.child_count[node] == 0:
             continue

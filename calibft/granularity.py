@@ -24,8 +24,8 @@ from tqdm import tqdm
 
 from calibft.grid import Prompt
 from calibft.io import write_json
-from calibft.output_space import OutputSpace, build_output_space, check_space_settings
-from calibft.trie import Trie, build_trie, tokenize_values
+from calibft.output_space import build_output_space, check_space_settings
+from calibft.trie import trie_of_space
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,6 @@ def timed_with_peak(build: Callable[[], Any]) -> tuple[Any, float, float]:
     finally:
         tracemalloc.stop()
     return result, seconds, peak / 2**20
-
-
-def trie_of_space(tokenizer, space: OutputSpace) -> Trie:
-    """The trie of one output space: its strings tokenized in one batched call, then the flat arrays."""
-    return build_trie(tokenize_values(tokenizer, space.values), space.probs)
 
 
 def construction_cost(tokenizer, prompts: Sequence[Prompt], decimals: int, max_bins: int) -> ConstructionCost:

@@ -20,7 +20,7 @@ from tokenizers import Encoding
 from tqdm import tqdm
 
 from calibft.io import load_npz, save_npz
-from calibft.output_space import SpaceSet
+from calibft.output_space import OutputSpace, SpaceSet
 from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
 
 
@@ -265,6 +265,11 @@ class TrieSet:
     def load(cls, path: str | os.PathLike) -> TrieSet:
         arrays, metadata = load_npz(path)
         return cls(**arrays, metadata=metadata)
+
+
+def trie_of_space(tokenizer, space: OutputSpace) -> Trie:
+    """The trie of one output space: its strings tokenized in one batched call, then the flat arrays."""
+    return build_trie(tokenize_values(tokenizer, space.values), space.probs)
 
 
 def trie_set_for_spaces(tokenizer, spaces: SpaceSet) -> TrieSet:

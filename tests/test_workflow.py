@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +175,27 @@ def test_tries_are_planned_for_the_tokenizers_of_their_readers(tmp_path):
         "results/tries/gemma3/d2_b1001/train.npz",
     }
     assert len(planned) == 28 + 4
+
+
+def _readme_blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
+
+
+def test_a_model_added_as_the_readme_shows_plans_its_training_and_evaluation(tmp_path):
+    (added,) = [block for block in _readme_blocks("yaml") if block.startswith("# my_models.yaml")]
+    (tmp_path / "my_models.yaml").write_text(added)
+    target = "results/eval/mistral_7b/soft/structured/ood/metrics.json"
+    assert target in (REPO / "README.md").read_text()
+    result = snakemake(
+        "-n", "--forceall", "--profile", "profiles/slurm", target, "--configfile", str(tmp_path / "my_models.yaml")
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    counts = job_counts(result.stdout)
+    assert counts["train"] == 1 and counts["structured_eval"] == 1
+    planned = set(re.findall(r"output: (results/tries/\S+)", result.stdout))
+    assert "results/tries/mistral/soft/train.npz" in planned and "results/tries/mistral/eval/ood.npz" in planned
+    train = next(block for block in result.stdout.split("\n\n") if "\nrule train:" in block)
+    assert "model=mistral_7b" in train and "gpu=4, gpu_model=a100" in train
 
 
 def test_the_paper_prompts_download_or_say_how_to_provide_them(tmp_path):
@@ -399,6 +421,30 @@ def test_demo_renders_the_structured_tables_and_figures(demo_data):
     for name in names:
         assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
         assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+
+
+def test_readme_python_examples_run_on_the_demo_results(demo_data, monkeypatch):
+    monkeypatch.chdir(demo_data)
+    blocks = _readme_blocks("python")
+    assert len(blocks) == 2
+    for block in blocks:
+        namespace: dict = {}
+        exec(compile(block, "README.md", "exec"), namespace)
+        np.testing.assert_allclose(namespace["q"].sum(), 1.0)
+    assert namespace["metrics"]["samples"] == 200 and namespace["metrics"]["valid_rate"] > 0.5
+
+
+def test_demo_report_holds_every_table_and_figure(demo_data):
+    result = snakemake(
+        "--profile", str(REPO / "profiles" / "demo"), "--directory", str(demo_data),
+        "--snakefile", str(REPO / "Snakefile"), "--report", str(demo_data / "report.zip"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    with zipfile.ZipFile(demo_data / "report.zip") as report:
+        reported = {Path(name).name for name in report.namelist()}
+    rendered = [p.name for p in (demo_data / "results" / "tables").glob("*.tex")]
+    rendered += [p.name for p in (demo_data / "results" / "figures").glob("*.pdf")]
+    assert len(rendered) > 30 and set(rendered) <= reported, sorted(set(rendered) - reported)
 
 
 def test_demo_fine_tuning_diversifies_open_ended_answers(demo_data):

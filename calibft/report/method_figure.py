@@ -18,10 +18,9 @@ import numpy as np
 from matplotlib.gridspec import GridSpec
 
 from calibft.families import FAMILIES
-from calibft.granularity import trie_of_space
 from calibft.grid import Prompt
 from calibft.output_space import OutputSpace, build_output_space
-from calibft.trie import Trie
+from calibft.trie import Trie, trie_of_space
 
 MAX_VALUES = 24  # beyond this the trie is unreadable at figure size
 PATH_COLOR, TARGET_COLOR = "tab:red", "tab:blue"
