@@ -1,5 +1,6 @@
 # Two commands on a fresh machine (each sets everything up first):
-#   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo
+#   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo,
+#               # then its report, results/report.html
 #   make test   # the test suite
 PYTHON ?= python3
 VENV := .venv
@@ -21,6 +22,7 @@ setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo
+	$(BIN)/snakemake --profile profiles/demo --report results/report.html
 
 test: $(STAMP)
 	$(BIN)/pytest -n 2 --dist loadfile --durations=15

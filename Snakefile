@@ -8,6 +8,9 @@
 configfile: "config.yaml"
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/models.smk"
 include: "rules/assets.smk"

@@ -3,6 +3,7 @@ import os
 import re
 import sys
 
+import yaml
 from snakemake.utils import validate
 
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
@@ -676,6 +677,19 @@ MODEL_FAMILIES = {
     for name, model in config["models"].items()
 }
 MODEL_SIZES = {name: model.get("params_b") for name, model in config["models"].items()}
+
+with open(os.path.join(workflow.basedir, "report", "captions.yaml")) as captions:
+    CAPTIONS = yaml.safe_load(captions)
+
+
+def report_caption(wildcards, output):
+    """The report caption (report/captions.yaml) of a rule's table or figure, by the name of its first output;
+    a NoveltyBench qualitative table's by its regime."""
+    name = os.path.basename(output[0]).split(".")[0]
+    if name.startswith("noveltybench_qualitative_"):
+        name = "_".join(name.split("_")[:3])
+    return CAPTIONS[name]
+
 
 CONFIG_TABLES = ["shared_hyperparams", "method_hyperparams", "benchmark_distributions"]
 

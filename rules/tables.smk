@@ -8,6 +8,7 @@ rule config_tables:
             ),
             category="Tables",
             subcategory="Configuration",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/config_tables.log",
@@ -15,6 +16,7 @@ rule config_tables:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=CAPTIONS["config_tables"],
         config=config_table_settings,
         recipes=MAIN_RECIPES,
     script:
@@ -29,6 +31,7 @@ rule grid_granularity_table:
             expand("results/tables/grid_granularity.{ext}", ext=["tex", "csv", "md"]),
             category="Tables",
             subcategory="Data",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/grid_granularity.log",
@@ -36,6 +39,7 @@ rule grid_granularity_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         reference=evaluation_space,
     script:
         "../workflow_scripts/grid_granularity_table.py"
@@ -46,7 +50,10 @@ rule method_figure:
         tokenizer=method_tokenizer_files,
     output:
         pdf=report(
-            "results/figures/method.pdf", category="Figures", subcategory="Method"
+            "results/figures/method.pdf",
+            category="Figures",
+            subcategory="Method",
+            caption="../report/caption.rst",
         ),
         png="results/figures/method.png",
     log:
@@ -55,6 +62,7 @@ rule method_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         settings=config["method_figure"],
         tokenizer=tokenizer_source(config, config["method_figure"]["tokenizer"]),
         seed=config["seed"],
@@ -73,6 +81,7 @@ rule training_curves:
             "results/figures/training_curves.pdf",
             category="Figures",
             subcategory="Training",
+            caption="../report/caption.rst",
         ),
         png="results/figures/training_curves.png",
     log:
@@ -81,6 +90,7 @@ rule training_curves:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         runs=MAIN_RUNS,
         titles={name: model["display"] for name, model in config["models"].items()},
     script:
@@ -95,6 +105,7 @@ rule structured_table:
             multiext("results/tables/main_{eval_split}", ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Structured sampling",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/main_{eval_split}.log",
@@ -102,6 +113,7 @@ rule structured_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="structured_table",
         split="{eval_split}",
         runs=structured_runs(),
@@ -121,6 +133,7 @@ rule ssot_table:
             ),
             category="Tables",
             subcategory="Structured sampling",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/ssot_structured_{eval_split}.log",
@@ -128,6 +141,7 @@ rule ssot_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="ssot_table",
         split="{eval_split}",
         runs=structured_runs(SSOT_CONDITIONS),
@@ -147,6 +161,7 @@ rule structured_sampling_figure:
             "results/figures/main_structured_sampling.pdf",
             category="Figures",
             subcategory="Structured sampling",
+            caption="../report/caption.rst",
         ),
         png="results/figures/main_structured_sampling.png",
     log:
@@ -155,6 +170,7 @@ rule structured_sampling_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="structured_sampling_figure",
         splits=STRUCTURED["splits"],
         runs={split: structured_runs() for split in STRUCTURED["splits"]},
@@ -172,6 +188,7 @@ rule per_distribution_figure:
             "results/figures/appendix_{eval_split}_{metric}_per_dist.pdf",
             category="Figures",
             subcategory="Structured sampling",
+            caption="../report/caption.rst",
         ),
         png="results/figures/appendix_{eval_split}_{metric}_per_dist.png",
     log:
@@ -180,6 +197,7 @@ rule per_distribution_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="per_distribution_figure",
         split="{eval_split}",
         key=metric_key,
@@ -198,6 +216,7 @@ rule qualitative_figure:
             "results/figures/{figure}.pdf",
             category="Figures",
             subcategory="Structured sampling",
+            caption="../report/caption.rst",
         ),
         png="results/figures/{figure}.png",
     log:
@@ -208,6 +227,7 @@ rule qualitative_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="qualitative_figure",
         name="{figure}",
         panels=qualitative_panels_of,
@@ -225,6 +245,7 @@ rule ablation_table:
             multiext("results/tables/{table}.", "tex", "csv", "md"),
             category="Tables",
             subcategory="Ablations",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/{table}.log",
@@ -234,6 +255,7 @@ rule ablation_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         settings=ablation_settings,
         splits=STRUCTURED["splits"],
         model_titles=MODEL_TITLES,
@@ -249,6 +271,7 @@ rule transfer_table:
             multiext("results/tables/{table}", ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Transfer",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/{table}.log",
@@ -258,6 +281,7 @@ rule transfer_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="{table}",
         runs=structured_runs(),
         noveltybench_runs=noveltybench_runs(),
@@ -297,6 +321,7 @@ rule noveltybench_qualitative_table:
             ),
             category="Tables",
             subcategory="Transfer",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/noveltybench_qualitative_{case}.log",
@@ -306,6 +331,7 @@ rule noveltybench_qualitative_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="qualitative_table",
         name="noveltybench_qualitative_{case}",
         model_titles=MODEL_TITLES,
@@ -322,6 +348,7 @@ rule open_ended_figure:
             "results/figures/{figure}.pdf",
             category="Figures",
             subcategory="Transfer",
+            caption="../report/caption.rst",
         ),
         png="results/figures/{figure}.png",
     log:
@@ -332,6 +359,7 @@ rule open_ended_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="{figure}",
         runs=structured_runs(),
         qualitative=OPEN_ENDED["qualitative"],
@@ -352,6 +380,7 @@ rule retention_table:
             multiext("results/tables/{table}", ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Retention",
+            caption="../report/caption.rst",
         ),
     log:
         "logs/tables/{table}.log",
@@ -361,6 +390,7 @@ rule retention_table:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="{table}",
         runs=structured_runs(),
         model_titles=MODEL_TITLES,
@@ -377,6 +407,7 @@ rule retention_figure:
             "results/figures/{figure}.pdf",
             category="Figures",
             subcategory="Retention",
+            caption="../report/caption.rst",
         ),
         png="results/figures/{figure}.png",
     log:
@@ -387,6 +418,7 @@ rule retention_figure:
     conda:
         "../envs/calibft.yaml"
     params:
+        caption=report_caption,
         kind="{figure}",
         runs=structured_runs(),
         model_titles=MODEL_TITLES,
