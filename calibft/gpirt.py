@@ -61,6 +61,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from calibft.checks import check_choice
+
 N_SEEN = 100  # anchor items per scenario: the size of a tiny benchmark
 CLIP = 30.0  # bound on each dimension's term of the logit
 EPS = 1e-10  # inside the logarithms of the likelihood, as upstream
@@ -180,8 +182,7 @@ def _indices(values: Any, what: str) -> np.ndarray:
 def scenario_data(params: Mapping, task: str) -> Scenario:
     """Resolve one of our tasks in the parameters: its items, anchors, weights and lambda."""
     check_params(params)
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    check_choice("task", task, TASKS)
     entry_name = TASKS[task][0]
     entry = params[entry_name]
     name, k = _resolve(entry, task)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from calibft.checks import check_choice
 from calibft.families import FAMILIES
 
 SPLITS = ("train", "unseen", "ood")
@@ -147,13 +148,10 @@ def _numbered(points: Iterator[tuple[str, dict[str, float]]]) -> list[Prompt]:
 
 def prompts(split: str) -> list[Prompt]:
     """The prompts of one split (`train`, `unseen` or `ood`) in grid order."""
+    check_choice("split", split, SPLITS)
     if split == "train":
         return _numbered(_train_points())
-    if split == "unseen":
-        return _numbered(iter(UNSEEN_PARAMS))
-    if split == "ood":
-        return _numbered(iter(OOD_PARAMS))
-    raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    return _numbered(iter(UNSEEN_PARAMS if split == "unseen" else OOD_PARAMS))
 
 
 def select(split_prompts: list[Prompt], ids: list[str] | None) -> list[Prompt]:

@@ -105,6 +105,7 @@ from tqdm import tqdm
 
 from calibft import gpirt
 from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.checks import check_choice
 from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.generation import inference, input_device, stop_token_ids
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
@@ -159,10 +160,8 @@ TASKS: dict[str, Task] = {
 
 
 def task_spec(task: str) -> Task:
-    try:
-        return TASKS[task]
-    except KeyError:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}") from None
+    check_choice("task", task, TASKS)
+    return TASKS[task]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from calibft.checks import check_choice
 from calibft.report.structured import (
     CONDITION_TEXT,
     UNDEFINED_HATCH,
@@ -566,11 +567,6 @@ def gpirt_per_task_figure(
     return _panel_figure(panels, models, conditions, model_titles, condition_titles, "gp-IRT", log=False, top=1.0)
 
 
-def _check_metric(metric: str) -> None:
-    if metric not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}")
-
-
 def paloma_figure(
     paloma: Runs,
     metric: str,
@@ -582,7 +578,7 @@ def paloma_figure(
     PALOMA slice in the paper's order, titled by the slice, with one bar per condition for each model. Each
     panel has its own axis; perplexity goes on log axes when its largest value is at least LOG_RANGE times its
     smallest across the figure, bits per byte always on linear axes from 0."""
-    _check_metric(metric)
+    check_choice("metric", metric, METRICS)
     models = list(paloma)
     conditions = _conditions(conditions, paloma)
     pal = _paloma(paloma, models, conditions)
@@ -597,5 +593,5 @@ def paloma_figure(
 
 def paloma_figure_name(metric: str) -> str:
     """The file name of a PALOMA figure: `appendix_paloma_perplexity` or `appendix_paloma_bpb`."""
-    _check_metric(metric)
+    check_choice("metric", metric, METRICS)
     return FIGURE_NAMES[metric]

@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter
 
+from calibft.checks import check_choice
 from calibft.families import family
 from calibft.grid import Prompt, prompts
 from calibft.report.config_tables import SYMBOLS
@@ -226,11 +227,6 @@ def _split_text(split: str) -> tuple[str, str]:
     )
 
 
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-
-
 def structured_table(
     metrics: Metrics,
     split: str,
@@ -241,7 +237,7 @@ def structured_table(
     """tab:main-ood / tab:main-unseen: per model, the family-median normalized W₁, the logit KL and the valid
     rate of each condition (by default every condition in `metrics`, in order). The best value of each metric
     per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     conditions = _conditions(metrics, conditions)
     w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
     what, over = _split_text(split)
@@ -288,7 +284,7 @@ def ssot_table(
     """tab:ssot-structured-ood / -unseen: W₁ and valid rate of `conditions` (from `metrics[model]`) next to the
     SSOT baseline (`ssot_metrics[model]`: that model's SSOT metrics.json). Rows: the models of `metrics`; a
     model without an SSOT run shows "---". Nothing bold, as in the paper."""
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     models = list(metrics)
     ssot = _ssot_runs(ssot_metrics, models)
     w1, valid = (
@@ -489,9 +485,8 @@ def per_distribution_figure(
     """appendix_{ood,unseen}_{w1,kl}_per_dist: `key` ("w1_norm" or "logit_kl") per model and condition, one
     panel per held-out family (`ood`, family-level values) or per unseen configuration (`unseen`, prompt-level
     values). Each panel has its own log axis; model names label the bottom row only. `clip` applies to W₁."""
-    _check_split(split)
-    if key not in KEY_LABELS:
-        raise ValueError(f"unknown key {key!r}; choose one of {', '.join(KEY_LABELS)}")
+    check_choice("split", split, SPLITS)
+    check_choice("key", key, KEY_LABELS)
     models = list(metrics)
     conditions = _conditions(metrics, conditions)
     titles, values = _panel_values(metrics, split, key, models, conditions)
@@ -535,7 +530,7 @@ def per_distribution_figure(
 
 def per_distribution_name(split: str, key: str) -> str:
     """The file name of a per-distribution figure: `appendix_ood_w1_per_dist`."""
-    _check_split(split)
+    check_choice("split", split, SPLITS)
     short = {"w1_norm": "w1", "logit_kl": "kl"}[key]
     return f"appendix_{split}_{short}_per_dist"
 

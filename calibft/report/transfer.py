@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.checks import check_choice
 from calibft.evals.noveltybench import distinct as count_distinct
 from calibft.evals.noveltybench import summarize_prompts
 from calibft.evals.noveltybench import utility as prompt_utility
@@ -376,8 +377,7 @@ class QualitativeCase:
     delta: float
 
     def __post_init__(self):
-        if self.regime not in REGIMES:
-            raise ValueError(f"unknown regime {self.regime!r}; expected one of {', '.join(REGIMES)}")
+        check_choice("regime", self.regime, REGIMES)
 
     @property
     def label(self) -> str:
