@@ -3,7 +3,9 @@ import itertools
 import numpy as np
 import pytest
 from scipy import stats
+from tokenizers import pre_tokenizers
 
+from calibft import trie as trie_module
 from calibft.grid import prompts
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.trie import TokenizedValues, TrieSet, build_trie, tokenize_values, trie_set_for_spaces
@@ -129,3 +131,34 @@ def test_batched_encoding_equals_one_encode_per_string_on_both_paths(bpe_tokeniz
         tokenized = tokenize_values(tokenizer, strings, chunk=100)  # several chunks
         rows = [row[:length].tolist() for row, length in zip(tokenized.tokens, tokenized.lengths, strict=True)]
         assert rows == expected
+
+
+def _alone(tokenizer, strings: list[str]) -> list[list[int]]:
+    return [[*tokenizer.encode(s, add_special_tokens=False), tokenizer.eos_token_id] for s in strings]
+
+
+def _rows(tokenized) -> list[list[int]]:
+    return [row[:length].tolist() for row, length in zip(tokenized.tokens, tokenized.lengths, strict=True)]
+
+
+def test_joined_encoding_spans_several_texts_per_batch(tiny_tokenizer, sample_spaces):
+    strings = sample_spaces.space(5).strings()
+    assert len(strings) > 3 * trie_module._JOINED  # several joined texts in one batch, and several batches
+    assert _rows(tokenize_values(tiny_tokenizer, strings, chunk=len(strings) // 2)) == _alone(tiny_tokenizer, strings)
+
+
+def test_tokenizers_whose_pieces_are_not_independent_are_encoded_string_by_string(bpe_tokenizer):
+    # a Metaspace that prepends "▁" only at the start of the text: joined, the second value would lose it
+    tokenizer = make_bpe_tokenizer()
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    strings = ["0.5", "12.25", "-3", "7"]
+    joined = tokenizer.encode("</s>".join(strings), add_special_tokens=False)
+    assert joined != [t for row in _alone(tokenizer, strings) for t in row][:-1]  # the check has work to do
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    # special tokens encoded as text: the joined text holds no EOS at all
+    tokenizer = make_bpe_tokenizer()
+    tokenizer.backend_tokenizer.encode_special_tokens = True
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    # a value holding the EOS text itself
+    strings = ["0.5", "1</s>2", "3"]
+    assert _rows(tokenize_values(bpe_tokenizer, strings)) == _alone(bpe_tokenizer, strings)
