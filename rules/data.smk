@@ -45,7 +45,7 @@ rule trie:
         "../envs/calibft.yaml"
     threads: data_resources("threads")
     resources:
-        mem_mb=data_resources("mem_mb"),
+        mem_mb=trie_mem_mb,
         runtime=data_resources("runtime"),
     params:
         tokenizer=tokenizer_name_or_path,

@@ -85,6 +85,26 @@ def test_one_table_plans_only_what_it_needs():
     assert "structured/unseen" not in result.stdout
 
 
+def test_a_trie_job_asks_for_memory_in_proportion_to_its_output_space(tmp_path):
+    # the space of the 16384-bin training grid takes 463 MiB; its tries peak at 5.4 GB (measured)
+    (tmp_path / "results" / "prompts").mkdir(parents=True)
+    (tmp_path / "results" / "prompts" / "train.jsonl").touch()
+    space = tmp_path / "results" / "output_spaces" / "eval" / "train.npz"
+    space.parent.mkdir(parents=True)
+    with space.open("wb") as f:  # sparse: only its size matters to the plan
+        f.truncate(485722476)
+    os.utime(space, (space.stat().st_mtime + 10,) * 2)
+    result = snakemake(
+        "results/tries/qwen3/eval/train.npz", "results/tries/qwen3/eval/unseen.npz", "-n", "--profile",
+        "profiles/slurm", "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"), "--configfile",
+        str(REPO / "config.yaml"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    tries = {re.search(r"output: (\S+)", b)[1]: b for b in result.stdout.split("\n\n") if "\nrule trie:" in b}
+    assert "mem_mb=11412," in tries["results/tries/qwen3/eval/train.npz"]  # 4000 + 16 x 463.2
+    assert "mem_mb=<TBD>," in tries["results/tries/qwen3/eval/unseen.npz"]  # known once its space is built
+
+
 def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     result = snakemake("-n", "--forceall", "--profile", "profiles/demo")
     assert result.returncode == 0, result.stderr
