@@ -3,7 +3,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy import stats
-from tokenizers import pre_tokenizers
+from tokenizers import Regex, normalizers, pre_tokenizers
 
 from calibft import trie as trie_module
 from calibft.grid import prompts
@@ -141,9 +141,42 @@ def _rows(tokenized) -> list[list[int]]:
     return [row[:length].tolist() for row, length in zip(tokenized.tokens, tokenized.lengths, strict=True)]
 
 
-def test_joined_encoding_spans_several_texts_per_batch(tiny_tokenizer, sample_spaces):
+# The number-splitting parts of the paper's tokenizers (their tokenizer.json): one digit per piece (Qwen3),
+# runs of up to three digits (Llama-3, and GPT-OSS's o200k), SentencePiece-style spaces (Gemma-3).
+_LETTERS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+"
+_REST = r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_O200K_WORDS = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+)
+
+
+def _byte_level_split(pattern: str):
+    split = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    return pre_tokenizers.Sequence([split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+PIPELINES = {
+    "qwen3": (None, _byte_level_split(rf"{_LETTERS}|\p{{N}}|{_REST}")),
+    "llama3": (None, _byte_level_split(rf"{_LETTERS}|\p{{N}}{{1,3}}|{_REST}")),
+    "gpt_oss": (None, _byte_level_split(rf"{_O200K_WORDS}|\p{{N}}{{1,3}}|{_REST}")),
+    "gemma3": (normalizers.Replace(" ", "▁"), pre_tokenizers.Split(" ", behavior="merged_with_previous")),
+}
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_joined_encoding_is_exact_and_taken_for_the_papers_tokenizers(pipeline, sample_spaces, monkeypatch):
+    tokenizer = make_bpe_tokenizer()
+    tokenizer.backend_tokenizer.normalizer, tokenizer.backend_tokenizer.pre_tokenizer = PIPELINES[pipeline]
     strings = sample_spaces.space(5).strings()
     assert len(strings) > 3 * trie_module._JOINED  # several joined texts in one batch, and several batches
+    expected = _alone(tokenizer, strings)
+    monkeypatch.setattr(trie_module, "_with_eos", None)  # the string-by-string fallback would fail
+    assert _rows(tokenize_values(tokenizer, strings, chunk=len(strings) // 2)) == expected
+
+
+def test_joined_encoding_is_exact_for_the_tiny_tokenizer(tiny_tokenizer, sample_spaces):
+    strings = sample_spaces.space(5).strings()
     assert _rows(tokenize_values(tiny_tokenizer, strings, chunk=len(strings) // 2)) == _alone(tiny_tokenizer, strings)
 
 
