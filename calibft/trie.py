@@ -112,11 +112,11 @@ def _encode_joined(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarra
 
     A fast tokenizer splits its input at its added tokens first (transformers registers the EOS as one)
     and encodes the pieces between them independently, so the text "s1<eos>s2<eos>..." encodes to
-    ids(s1) EOS ids(s2) EOS ...: one Encoding per `_JOINED` strings instead of one per string, which takes 40%
-    off the time of the many short strings of an output space. A tokenizer for which the pieces are not
-    independent (a Metaspace that prepends only at the start of the text, special tokens encoded as text)
-    is caught by the EOS count and by encoding a spread of the strings alone; that batch is then encoded
-    one Encoding per string.
+    ids(s1) EOS ids(s2) EOS ...: one Encoding per `_JOINED` strings instead of one per string, which
+    takes 40% off the time of the many short strings of an output space. A tokenizer for which the
+    pieces are not independent (a Metaspace that prepends only at the start of the text, special tokens
+    encoded as text) is caught by the EOS count and by encoding a spread of the strings alone; that
+    batch is then encoded one Encoding per string.
     """
     backend, eos, eos_text = tokenizer.backend_tokenizer, tokenizer.eos_token_id, tokenizer.eos_token
     texts = [eos_text.join(strings[i : i + _JOINED]) + eos_text for i in range(0, len(strings), _JOINED)]
