@@ -82,21 +82,24 @@ def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 
     """Every canonical string (str, or ASCII bytes) encoded alone, no special tokens, EOS appended.
 
     Batched calls of `chunk` strings keep the tokenizer's own buffers small. A Rust ("fast") tokenizer
-    encodes each batch on every core (`_encode_joined`); a tokenizer without one is called on lists.
+    encodes each batch on every core, 256 strings to a text (`_encode_joined`) unless a batch shows that
+    its pieces are not independent; then it, and a tokenizer without a Rust backend, encode one string
+    at a time (`_encode_each`).
     """
-    eos = tokenizer.eos_token_id
-    if eos is None:
+    if tokenizer.eos_token_id is None:
         raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no EOS token; a trie needs one to end every value")
-    encode = _encode_joined if getattr(tokenizer, "backend_tokenizer", None) is not None else _encode_lists
+    joined = getattr(tokenizer, "backend_tokenizer", None) is not None
     values = np.asarray(values)
     ids, lengths = [], []
     for start in range(0, len(values), chunk):
         batch = values[start : start + chunk]
-        batch_ids, batch_lengths = encode(
-            tokenizer, (np.strings.decode(batch, "ascii") if batch.dtype.kind == "S" else batch).tolist()
-        )
-        ids.append(batch_ids)
-        lengths.append(batch_lengths)
+        strings = (np.strings.decode(batch, "ascii") if batch.dtype.kind == "S" else batch).tolist()
+        encoded = _encode_joined(tokenizer, strings) if joined else None
+        if encoded is None:
+            joined = False  # this tokenizer's pieces depend on each other: no use joining the next batches
+            encoded = _encode_each(tokenizer, strings)
+        ids.append(encoded[0])
+        lengths.append(encoded[1])
     lengths = np.concatenate(lengths)
     return TokenizedValues(_pad(np.concatenate(ids), lengths), lengths)
 
@@ -107,16 +110,16 @@ _JOINED = 256
 _CHECKED = 32
 
 
-def _encode_joined(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of every string followed by EOS, flat, and each string's length with its EOS.
+def _encode_joined(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ids of every string followed by EOS, flat, and each string's length with its EOS; None when
+    the joined encoding is not that of the strings alone.
 
     A fast tokenizer splits its input at its added tokens first (transformers registers the EOS as one)
     and encodes the pieces between them independently, so the text "s1<eos>s2<eos>..." encodes to
     ids(s1) EOS ids(s2) EOS ...: one Encoding per `_JOINED` strings instead of one per string, which
     takes 40% off the time of the many short strings of an output space. A tokenizer for which the
     pieces are not independent (a Metaspace that prepends only at the start of the text, special tokens
-    encoded as text) is caught by the EOS count and by encoding a spread of the strings alone; that
-    batch is then encoded one Encoding per string.
+    encoded as text) is caught by the EOS count and by encoding a spread of the strings alone.
     """
     backend, eos, eos_text = tokenizer.backend_tokenizer, tokenizer.eos_token_id, tokenizer.eos_token
     texts = [eos_text.join(strings[i : i + _JOINED]) + eos_text for i in range(0, len(strings), _JOINED)]
@@ -124,28 +127,28 @@ def _encode_joined(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarra
         [np.array(e.ids, dtype=np.int32) for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
     )
     ends = np.flatnonzero(ids == eos)
-    if len(ends) == len(strings):
-        lengths = np.diff(ends, prepend=-1)
-        starts = ends - lengths + 1
-        checked = np.unique(np.linspace(0, len(strings) - 1, _CHECKED).astype(np.int64))
-        alone = backend.encode_batch_fast([strings[i] for i in checked], add_special_tokens=False)
-        if all(ids[starts[i] : ends[i]].tolist() == e.ids for i, e in zip(checked, alone, strict=True)):
-            return ids, lengths
-    encodings = backend.encode_batch_fast(strings, add_special_tokens=False)
-    return _with_eos(Encoding.merge(encodings, growing_offsets=False).ids, list(map(len, encodings)), eos)
+    if len(ends) != len(strings):
+        return None
+    lengths = np.diff(ends, prepend=-1)
+    starts = ends - lengths + 1
+    checked = np.unique(np.linspace(0, len(strings) - 1, _CHECKED).astype(np.int64))
+    alone = backend.encode_batch_fast([strings[i] for i in checked], add_special_tokens=False)
+    if any(ids[starts[i] : ends[i]].tolist() != e.ids for i, e in zip(checked, alone, strict=True)):
+        return None
+    return ids, lengths
 
 
-def _encode_lists(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """As `_encode_joined`, for a tokenizer that only returns lists of ids (a "slow" one)."""
-    encoded = tokenizer(strings, add_special_tokens=False)["input_ids"]
-    return _with_eos([t for seq in encoded for t in seq], list(map(len, encoded)), tokenizer.eos_token_id)
-
-
-def _with_eos(flat: Sequence[int], lengths: Sequence[int], eos: int) -> tuple[np.ndarray, np.ndarray]:
-    """Flat ids of strings of `lengths` tokens, with EOS inserted after each string; lengths with the EOS."""
+def _encode_each(tokenizer, strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """As `_encode_joined`, one string at a time: one Encoding per string, or one list with a slow tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        encodings = backend.encode_batch_fast(strings, add_special_tokens=False)
+        flat, lengths = Encoding.merge(encodings, growing_offsets=False).ids, list(map(len, encodings))
+    else:
+        encoded = tokenizer(strings, add_special_tokens=False)["input_ids"]
+        flat, lengths = [t for seq in encoded for t in seq], list(map(len, encoded))
     lengths = np.asarray(lengths, dtype=np.int64)
-    ids = np.insert(np.asarray(flat, dtype=np.int32), np.cumsum(lengths), eos)
-    return ids, lengths + 1
+    return np.insert(np.asarray(flat, dtype=np.int32), np.cumsum(lengths), tokenizer.eos_token_id), lengths + 1
 
 
 def _pad(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:

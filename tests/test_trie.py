@@ -171,7 +171,7 @@ def test_joined_encoding_is_exact_and_taken_for_the_papers_tokenizers(pipeline, 
     strings = sample_spaces.space(5).strings()
     assert len(strings) > 3 * trie_module._JOINED  # several joined texts in one batch, and several batches
     expected = _alone(tokenizer, strings)
-    monkeypatch.setattr(trie_module, "_with_eos", None)  # the string-by-string fallback would fail
+    monkeypatch.setattr(trie_module, "_encode_each", None)  # the string-by-string fallback would fail
     assert _rows(tokenize_values(tokenizer, strings, chunk=len(strings) // 2)) == expected
 
 
@@ -180,7 +180,7 @@ def test_joined_encoding_is_exact_for_the_tiny_tokenizer(tiny_tokenizer, sample_
     assert _rows(tokenize_values(tiny_tokenizer, strings, chunk=len(strings) // 2)) == _alone(tiny_tokenizer, strings)
 
 
-def test_tokenizers_whose_pieces_are_not_independent_are_encoded_string_by_string(bpe_tokenizer):
+def test_tokenizers_whose_pieces_are_not_independent_are_encoded_string_by_string(bpe_tokenizer, monkeypatch):
     # a Metaspace that prepends "▁" only at the start of the text: joined, the second value would lose it
     tokenizer = make_bpe_tokenizer()
     tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
@@ -188,6 +188,12 @@ def test_tokenizers_whose_pieces_are_not_independent_are_encoded_string_by_strin
     joined = tokenizer.encode("</s>".join(strings), add_special_tokens=False)
     assert joined != [t for row in _alone(tokenizer, strings) for t in row][:-1]  # the check has work to do
     assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    # once a batch has failed, the next batches are not joined
+    calls = []
+    joined = trie_module._encode_joined
+    monkeypatch.setattr(trie_module, "_encode_joined", lambda *args: calls.append(1) or joined(*args))
+    assert _rows(tokenize_values(tokenizer, strings, chunk=2)) == _alone(tokenizer, strings)  # two batches
+    assert len(calls) == 1
     # special tokens encoded as text: the joined text holds no EOS at all
     tokenizer = make_bpe_tokenizer()
     tokenizer.backend_tokenizer.encode_special_tokens = True
