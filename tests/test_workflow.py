@@ -31,6 +31,19 @@ def snakemake(
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=environment)
 
 
+def paper_workflow_in(workdir: Path) -> list[str]:
+    """Arguments that run the paper's workflow and configuration in `workdir` (--configfile stays last: it
+    takes every value that follows)."""
+    return [
+        "--directory",
+        str(workdir),
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--configfile",
+        str(REPO / "config.yaml"),
+    ]
+
+
 def job_counts(output: str) -> dict[str, int]:
     table = output.split("Job stats:")[1].split("\n\n")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
@@ -94,11 +107,8 @@ def test_a_trie_job_asks_for_memory_in_proportion_to_its_output_space(tmp_path):
     with space.open("wb") as f:  # sparse: only its size matters to the plan
         f.truncate(485722476)
     os.utime(space, (space.stat().st_mtime + 10,) * 2)
-    result = snakemake(
-        "results/tries/qwen3/eval/train.npz", "results/tries/qwen3/eval/unseen.npz", "-n", "--profile",
-        "profiles/slurm", "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"), "--configfile",
-        str(REPO / "config.yaml"),
-    )  # fmt: skip
+    targets = ["results/tries/qwen3/eval/train.npz", "results/tries/qwen3/eval/unseen.npz"]
+    result = snakemake(*targets, "-n", "--profile", "profiles/slurm", *paper_workflow_in(tmp_path))
     assert result.returncode == 0, result.stderr
     tries = {re.search(r"output: (\S+)", b)[1]: b for b in result.stdout.split("\n\n") if "\nrule trie:" in b}
     assert "mem_mb=11412," in tries["results/tries/qwen3/eval/train.npz"]  # 4000 + 16 x 463.2
@@ -221,10 +231,7 @@ def test_the_paper_prompts_download_or_say_how_to_provide_them(tmp_path):
     from calibft.assets import OPEN_ENDED_PROMPTS, sha256_of
 
     target = f"resources/{OPEN_ENDED_PROMPTS.filename}"
-    result = snakemake(
-        target, "--cores", "1", "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"),
-        "--configfile", str(REPO / "config.yaml"),
-    )  # fmt: skip
+    result = snakemake(target, "--cores", "1", *paper_workflow_in(tmp_path))
     if result.returncode == 0:  # a machine with network: the pinned file, verified
         assert sha256_of(tmp_path / target) == OPEN_ENDED_PROMPTS.sha256
     else:  # offline, as CI: the log says what is missing and where to put it by hand
@@ -238,10 +245,7 @@ def test_the_noveltybench_prompts_download_or_say_how_to_provide_them(tmp_path):
 
     asset = NOVELTYBENCH_PROMPTS["curated"]
     target = f"resources/{asset.filename}"
-    result = snakemake(
-        target, "--cores", "1", "--directory", str(tmp_path), "--snakefile", str(REPO / "Snakefile"),
-        "--configfile", str(REPO / "config.yaml"),
-    )  # fmt: skip
+    result = snakemake(target, "--cores", "1", *paper_workflow_in(tmp_path))
     if result.returncode == 0:  # a machine with network: the pinned file, with the benchmark's 100 prompts
         asset.check(tmp_path / target)
     else:
@@ -254,9 +258,8 @@ def test_offline_evaluators_stop_with_the_command_that_downloads_them(tmp_path):
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "kept.json").write_text("{}")  # something computed earlier
     result = snakemake(
-        "resources/hf/classifier", "--cores", "1", "--directory", str(tmp_path), "--snakefile",
-        str(REPO / "Snakefile"), "--configfile", str(REPO / "config.yaml"), env={"HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+        "resources/hf/classifier", "--cores", "1", *paper_workflow_in(tmp_path), env={"HF_HUB_OFFLINE": "1"}
+    )
     assert result.returncode != 0
     log = (tmp_path / "logs" / "assets" / "hf_classifier.log").read_text()
     command = "hf download yimingzhang/deberta-v3-large-generation-similarity --revision main"
@@ -267,10 +270,7 @@ def test_offline_evaluators_stop_with_the_command_that_downloads_them(tmp_path):
 
 def test_without_a_token_paloma_stops_at_its_asset_rule_naming_the_terms(tmp_path):
     env = {"HF_TOKEN": "", "HF_HOME": str(tmp_path / "hf")}  # no token, none stored by `hf auth login`
-    result = snakemake(
-        "resources/paloma/ptb.jsonl", "--cores", "1", "--directory", str(tmp_path), "--snakefile",
-        str(REPO / "Snakefile"), "--configfile", str(REPO / "config.yaml"), env=env,
-    )  # fmt: skip
+    result = snakemake("resources/paloma/ptb.jsonl", "--cores", "1", *paper_workflow_in(tmp_path), env=env)
     assert result.returncode != 0
     log = (tmp_path / "logs" / "assets" / "paloma_ptb.log").read_text()
     assert "allenai/paloma" in log and "https://huggingface.co/datasets/allenai/paloma" in log, log[-2000:]
