@@ -29,12 +29,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibft.granularity import timed_with_peak
-from calibft.grid import Prompt, prompts
-from calibft.models import load_tokenizer
-from calibft.output_space import SpaceSet, build_output_space, iter_spaces
-from calibft.trie import trie_of_space, trie_set_for_spaces
-from tests.reference import ReferenceTrie, reference_space
+# Each job runs in a new interpreter that imports this file first, so the library is imported inside the
+# functions: a job imports what its workflow script imports, and no more.
 
 SETS = {"train_d5_b1001": ("train", 1001), "eval_d5_b16384": (("unseen", "ood"), 16384)}
 
@@ -65,13 +61,17 @@ class PeakMemory(threading.Thread):
         self.join()
 
 
-def _set_prompts(name: str) -> list[Prompt]:
+def _set_prompts(name: str) -> list:
+    from calibft.grid import prompts
+
     splits = SETS[name][0]
     return [p for split in ([splits] if isinstance(splits, str) else splits) for p in prompts(split)]
 
 
 def spaces_job(name: str, out: str, threads: int) -> dict:
     """What rule output_space does."""
+    from calibft.output_space import SpaceSet, iter_spaces
+
     with PeakMemory() as memory:
         start = time.perf_counter()
         chosen, bins = _set_prompts(name), SETS[name][1]
@@ -83,6 +83,10 @@ def spaces_job(name: str, out: str, threads: int) -> dict:
 
 def trie_job(name: str, out: str, tokenizer_path: str) -> dict:
     """What rule trie does."""
+    from calibft.models import load_tokenizer
+    from calibft.output_space import SpaceSet
+    from calibft.trie import trie_set_for_spaces
+
     with PeakMemory() as memory:
         start = time.perf_counter()
         tokenizer = load_tokenizer(tokenizer_path)
@@ -109,12 +113,19 @@ def _in_fresh_process(fn, *args):
 
 def _per_item(build, items) -> tuple[list, float, float]:
     """The results of `build(item)` for each item, their mean milliseconds and their worst tracemalloc peak (MB)."""
+    from calibft.granularity import timed_with_peak
+
     runs = [timed_with_peak(lambda item=item: build(item)) for item in items]
     results = [result for result, _, _ in runs]
     return results, 1000 * sum(seconds for _, seconds, _ in runs) / len(runs), max(peak for _, _, peak in runs)
 
 
 def main() -> None:
+    from calibft.models import load_tokenizer
+    from calibft.output_space import build_output_space
+    from calibft.trie import trie_of_space
+    from tests.reference import ReferenceTrie, reference_space
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizer", help="tokenizer folder (default: the tiny tokenizer, trained here)")
     parser.add_argument("--threads", type=int, default=2, help="processes of an output-space job")

@@ -12,14 +12,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
 
-from calibft.families import family
-from calibft.grid import Prompt
 from calibft.io import load_npz, save_npz
 from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
+
+if TYPE_CHECKING:
+    from calibft.grid import Prompt
 
 QUANTILE_RANGE = (0.001, 0.999)
 FALLBACK_RANGE = (-10.0, 10.0)
@@ -46,6 +48,10 @@ def check_space_settings(decimals: int, max_bins: int) -> None:
 
 def build_output_space(family_id: str, params: Mapping[str, float], decimals: int, max_bins: int) -> OutputSpace:
     """The canonical output space of one prompt (REFERENCE section 4)."""
+    # imported here: the families import scipy.stats (about 1 s), which the jobs that only load spaces
+    # (tries, training) do not need
+    from calibft.families import family
+
     check_space_settings(decimals, max_bins)
     fam = family(family_id)
     law = fam.law(params)

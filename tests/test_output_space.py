@@ -1,5 +1,7 @@
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +118,13 @@ def test_space_set_round_trip_and_parallel_build(tmp_path):
     for i, space in enumerate(serial):
         assert loaded.space(i).strings() == space.strings()
         np.testing.assert_array_equal(loaded.space(i).probs, space.probs)
+
+
+def test_a_trie_job_imports_neither_scipy_nor_the_families():
+    """Loading spaces and building tries must not pay scipy.stats' second of imports (four trie jobs per tokenizer)."""
+    script = (
+        "import sys; import calibft.output_space, calibft.trie, calibft.models; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy' or m == 'calibft.families'))"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"
