@@ -83,7 +83,11 @@ def load_for_inference(name_or_path: str | Path, precision: str = "bf16", adapte
 
 
 def attach_lora(model, lora: dict):
-    """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable."""
+    """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable.
+
+    The adapter takes the base model's dtype (bf16 on GPUs), as in the authors' training: FSDP flattens each
+    layer's parameters into one tensor of one dtype, and would refuse bf16 weights beside fp32 LoRA ones.
+    """
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
@@ -94,7 +98,7 @@ def attach_lora(model, lora: dict):
         bias="none",
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    return get_peft_model(model, config, autocast_adapter_dtype=False)
 
 
 def load_adapter(model, adapter_dir: str | Path, trainable: bool = False):

@@ -16,7 +16,6 @@ removed once the adapter is saved.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import sys
 import time
@@ -139,7 +138,12 @@ def run(job: TrainJob) -> None:
     training, recipe = job.training, job.recipe
     started = time.time()
     use_gpu = torch.cuda.is_available()
-    accelerator = Accelerator(mixed_precision="bf16" if use_gpu and training["precision"] == "bf16" else "no")
+    # The scheduler steps once per optimizer step. Accelerate would step it once per process, for the larger
+    # batches of its own data loader, but every process here takes its own shard of the items.
+    accelerator = Accelerator(
+        mixed_precision="bf16" if use_gpu and training["precision"] == "bf16" else "no",
+        step_scheduler_with_optimizer=False,
+    )
     torch.manual_seed(job.seed)
 
     tokenizer = load_tokenizer(job.tokenizer)
@@ -164,7 +168,8 @@ def run(job: TrainJob) -> None:
         lr=training["learning_rate"],
         weight_decay=training["weight_decay"],
     )
-    scheduler = get_cosine_schedule_with_warmup(optimizer, math.ceil(training["warmup_fraction"] * steps), steps)
+    # warmup steps rounded down, as the authors' training loop does (5 of the 189 soft steps)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, int(training["warmup_fraction"] * steps), steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
     # resume from the last checkpoint, if a previous attempt of this job (same settings, same base model) left one

@@ -1,7 +1,10 @@
 """Training on the tiny model, CPU: LoRA-only gradients, resuming after preemption, run.json."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.grid import prompts, select
@@ -148,3 +152,37 @@ def test_a_checkpoint_of_another_base_model_is_not_resumed(workdir, tmp_path, mo
     assert run_json["unseen_soft_kl_before"] != left["kl_before"]  # measured on the new base model
     steps = [json.loads(line)["step"] for line in (Path(stale.out_dir) / "train_log.jsonl").read_text().splitlines()]
     assert steps == list(range(1, 9))
+
+
+def test_data_parallel_processes_step_the_schedule_once_per_optimizer_step(workdir, tmp_path):
+    """The paper trains on 4 GPUs, each process on its own shard; here 2 CPU processes (gloo). The learning rate
+    must follow warmup and cosine over the run's steps, not run num_processes times faster."""
+    job = _job(workdir, "two_processes", "soft", max_steps=10)
+    (tmp_path / "job.json").write_text(json.dumps(asdict(job)))
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    launched = subprocess.run(
+        [*launch, "-m", "calibft.train", str(tmp_path / "job.json")], env=env, capture_output=True, text=True
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+
+    run_json = json.loads((Path(job.out_dir) / "run.json").read_text())
+    assert run_json["world_size"] == 2
+    steps = run_json["steps"]
+    optimizer = torch.optim.AdamW([torch.zeros(1, requires_grad=True)], lr=TRAINING["learning_rate"])
+    schedule = get_cosine_schedule_with_warmup(optimizer, int(TRAINING["warmup_fraction"] * steps), steps)
+    expected = []
+    for _ in range(steps):
+        optimizer.step()
+        schedule.step()
+        expected.append(schedule.get_last_lr()[0])
+    log = [json.loads(line) for line in (Path(job.out_dir) / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, steps + 1))
+    assert [r["lr"] for r in log] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_the_adapter_takes_the_base_models_dtype(workdir):
+    """FSDP flattens a layer's base and LoRA weights into one tensor: a bf16 base needs bf16 LoRA weights."""
+    model = attach_lora(AutoModelForCausalLM.from_pretrained(workdir / "tiny", dtype=torch.bfloat16), LORA)
+    dtypes = {(("lora_" in name), p.dtype) for name, p in model.named_parameters()}
+    assert dtypes == {(False, torch.bfloat16), (True, torch.bfloat16)}
