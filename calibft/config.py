@@ -103,14 +103,18 @@ def check_evaluation(config: dict) -> None:
         )
     if ssot["qualitative_model"] not in config["models"]:
         raise ValueError(f"evaluation.ssot.qualitative_model {ssot['qualitative_model']!r} is not a key of models")
-    try:
-        groups = re.compile(ssot["answer_pattern"]).groups
-    except re.error as err:
-        raise ValueError(f"evaluation.ssot.answer_pattern is not a regular expression: {err}") from err
-    if groups < 1:
-        raise ValueError(
-            "evaluation.ssot.answer_pattern needs a group that captures the answer, e.g. <answer>(.*?)</answer>"
-        )
+    patterns = {"evaluation.ssot.answer_pattern": ssot["answer_pattern"]}
+    for key, model in config["models"].items():
+        patterns[f"models.{key}.ssot_answer_pattern"] = model.get("ssot_answer_pattern")
+    for where, pattern in patterns.items():
+        if pattern is None:  # not set, or the whole answer
+            continue
+        try:
+            groups = re.compile(pattern).groups
+        except re.error as err:
+            raise ValueError(f"{where} is not a regular expression: {err}") from err
+        if groups < 1:
+            raise ValueError(f"{where} needs a group that captures the answer, e.g. <answer>(.*?)</answer>")
 
 
 def tokenizer_source(config: dict, tokenizer: str) -> str:

@@ -467,14 +467,16 @@ def structured_job(wildcards, input, output):
 
 
 def ssot_job(wildcards, output):
+    """The SSOT job of a model: its own instruction and answer pattern where it has them (GPT-OSS)."""
+    model = config["models"][wildcards.model]
     return eval_job(
         wildcards,
         output,
         "ssot",
         SSOT,
-        chat_overrides=config["models"][wildcards.model].get("ssot_chat", {}),
-        system=SSOT["instruction"],
-        answer_pattern=SSOT["answer_pattern"],
+        chat_overrides=model.get("ssot_chat", {}),
+        system=model.get("ssot_instruction", SSOT["instruction"]),
+        answer_pattern=model.get("ssot_answer_pattern", SSOT["answer_pattern"]),
     )
 
 

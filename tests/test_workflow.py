@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,25 @@ def test_one_table_plans_only_what_it_needs():
     assert "structured/unseen" not in result.stdout
 
 
+def test_gpt_oss_takes_its_own_ssot_instruction_and_its_final_answer_whole():
+    """Paper appendix E.3: GPT-OSS keeps the SSOT reasoning in its analysis channel and answers bare in its
+    final one; the other models get the shared instruction and the <answer> tags."""
+    targets = [f"results/eval/{model}/base/ssot/ood/metrics.json" for model in ("gpt_oss_20b", "qwen3_14b")]
+    result = snakemake("-n", "-p", "--forceall", *targets)
+    assert result.returncode == 0, result.stderr[-2000:]
+    jobs = {}
+    for line in result.stdout.splitlines():
+        if "calibft.evals.structured" in line:
+            job = json.loads(shlex.split(line.split("calibft.evals.structured", 1)[1])[0])
+            jobs[job["model_key"]] = job
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    gpt_oss, qwen = jobs["gpt_oss_20b"], jobs["qwen3_14b"]
+    assert gpt_oss["system"] == config["models"]["gpt_oss_20b"]["ssot_instruction"] != qwen["system"]
+    assert gpt_oss["answer_pattern"] is None and gpt_oss["chat_overrides"] == {"assistant_prefix": ""}
+    assert qwen["system"] == config["evaluation"]["ssot"]["instruction"]
+    assert qwen["answer_pattern"] == "<answer>(.*?)</answer>"
+
+
 def test_a_trie_job_asks_for_memory_in_proportion_to_its_output_space(tmp_path):
     # the space of the 16384-bin training grid takes 463 MiB; its tries peak at 5.4 GB (measured)
     (tmp_path / "results" / "prompts").mkdir(parents=True)
@@ -166,6 +186,10 @@ def _config_with(tmp_path: Path, edit) -> Path:
             r"'gaussian-000' is not an ood prompt id",
         ),
         (lambda c: c["evaluation"]["ssot"].update(answer_pattern="<answer>"), r"needs a group that captures"),
+        (
+            lambda c: c["models"]["gpt_oss_20b"].update(ssot_answer_pattern="final"),
+            r"models\.gpt_oss_20b\.ssot_answer_pattern needs a group that captures",
+        ),
         (lambda c: c["models"]["qwen3_4b"].pop("eval_resources"), r"'eval_resources' is a required property"),
         (
             lambda c: c["evaluation"]["noveltybench"].update(qualitative_models=["qwen3_15b"]),
