@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from calibft.evals import noveltybench_run
 from calibft.evals.noveltybench import (
     distinct,
     equivalent,
@@ -17,6 +18,7 @@ from calibft.evals.noveltybench import (
 )
 from calibft.evals.noveltybench_run import GenerationJob, ScoringJob, generate, load_prompts, main, score
 from calibft.io import read_jsonl
+from calibft.models import load_classifier
 from calibft.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
 from calibft.tiny_model import OPEN_ENDED_FAVOURITES
 
@@ -199,6 +201,20 @@ def test_scoring_is_deterministic(scored):
     job, out = scored
     score(replace(job, out_dir=str(out.parent / "scores_again"), checkpoint_dir=str(out.parent / "score_ckpt")))
     assert (out.parent / "scores_again" / "scores.jsonl").read_bytes() == (out / "scores.jsonl").read_bytes()
+
+
+def test_the_similarity_classifier_is_loaded_in_fp32_whatever_the_precision(scored, monkeypatch):
+    """Upstream loads the classifier in fp32 and thresholds its probability at 0.102; bf16 would move decisions."""
+    job, out = scored
+    loaded = []
+
+    def recording(name_or_path, precision):
+        loaded.append((name_or_path, precision))
+        return load_classifier(name_or_path, precision)
+
+    monkeypatch.setattr(noveltybench_run, "load_classifier", recording)
+    score(replace(job, precision="bf16", out_dir=str(out.parent / "scores_bf16")))
+    assert loaded == [(job.classifier, "fp32"), (job.reward_model, "bf16")]
 
 
 def test_main_names_its_commands(capsys):

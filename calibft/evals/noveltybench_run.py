@@ -117,9 +117,9 @@ class ScoringJob:
 def score(job: ScoringJob) -> None:
     started = time.time()
     generations = read_jsonl(job.generations)
-    classify = similarity_classifier(
-        load_classifier(job.classifier, job.precision), load_tokenizer(job.classifier_tokenizer)
-    )
+    # The similarity classifier runs in fp32 whatever the precision, as upstream's partition.py loads it: its
+    # fixed 0.102 threshold on P(equivalent) is sensitive to bf16 rounding. The reward model follows `precision`.
+    classify = similarity_classifier(load_classifier(job.classifier, "fp32"), load_tokenizer(job.classifier_tokenizer))
     reward_model, reward_tokenizer = load_classifier(job.reward_model, job.precision), load_tokenizer(job.reward_model)
     checkpoint = checkpoint_folder(job)
     rows = []
