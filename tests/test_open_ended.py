@@ -40,8 +40,8 @@ PROMPTS = [
         ("  New \t  York   City ", "New York City"),
         ('"Paris"', "Paris"),
         ("'Paris'", "Paris"),
-        ("`Paris`", "Paris"),
-        ("\u201cParis\u201d", "Paris"),
+        ("`Paris`", "`Paris`"),  # straight quotes only, as the authors' normalization
+        ("\u201cParis\u201d", "\u201cParis\u201d"),
         ('" Paris "', "Paris"),
         ("\"Paris'", "\"Paris'"),  # not a matching pair
         ('"Paris', '"Paris'),

@@ -37,8 +37,9 @@ THRESHOLDS: tuple[float, ...] = tuple(np.round(np.arange(0.01, 1.0, 0.01), 2).to
 HEADLINE_THRESHOLD = 0.9
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9
-# Surrounding quotes `normalize` removes one pair of: the same character on both sides, or a typographic pair.
-QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "\u201c": "\u201d", "\u2018": "\u2019"}
+# The surrounding quotes `normalize` removes one pair of, as the authors' normalization does: straight quotes
+# only, so that “Paris” and "Paris" stay two answers there and here.
+QUOTES = ("'", '"')
 
 
 def load_prompts(path: str | Path) -> list[str]:
@@ -60,7 +61,7 @@ def normalize(text: str) -> str:
     pair of matching surrounding quotes removed (with the whitespace they enclosed). Case is kept."""
     lines = (" ".join(line.split()) for line in strip_reasoning(text).splitlines())
     answer = next((line for line in lines if line), "")
-    if len(answer) >= 2 and QUOTE_PAIRS.get(answer[0]) == answer[-1]:
+    if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in QUOTES:
         answer = answer[1:-1].strip()
     return answer
 
