@@ -42,11 +42,12 @@ def test_prompt_pins_exact_lines():
     assert lines[12] == ""
     assert lines[13] == "Requirements:"
     assert lines[17] == "(4) Output directly without any additional content."
-    assert lines[-1] == (
+    assert lines[-2] == (
         "(6) The correct answer should be evenly distributed among A, B, C, D options "
         "to avoid bias toward any particular option."
     )
-    assert len(lines) == 20 and "\\" not in MCQ_PROMPT and "  " not in MCQ_PROMPT
+    assert lines[-1] == ""  # the authors' text ends with a newline
+    assert len(lines) == 21 and "\\" not in MCQ_PROMPT and "  " not in MCQ_PROMPT
 
 
 ACCEPTED = [

@@ -35,6 +35,8 @@ from calibft.evals.jobs import ModelJob
 from calibft.generation import sample_texts
 from calibft.io import read_job, write_json, write_jsonl
 
+# The paper's text (appendix app:mcq-prompt), ending, as in the authors' code, with a newline (Qwen3's template
+# keeps it in the user turn).
 MCQ_PROMPT = """\
 You are a medical education expert who creates high-quality multiple-choice questions for medical students \
 and professionals.
@@ -59,7 +61,8 @@ Requirements:
 (5) Cover different medical knowledge areas (e.g., internal medicine, surgery, pharmacology, pathology, \
 diagnostics).
 (6) The correct answer should be evenly distributed among A, B, C, D options to avoid bias toward any \
-particular option."""
+particular option.
+"""
 
 LETTERS = ("A", "B", "C", "D")
 ANSWER_FIELD = "Correct Answer"
