@@ -153,7 +153,7 @@ def fetch(asset: Asset, cache_dir: str | os.PathLike, timeout: float = 60.0) -> 
             raise AssetError(
                 f"cannot download the {asset.name} ({asset.filename}) from {asset.url}: {err}. "
                 f"Without network access here, download it elsewhere and place it at {target.resolve()}; "
-                f"it is checked against sha256 {asset.sha256}"
+                + (f"it is checked against sha256 {asset.sha256}" if asset.sha256 else "its content is checked")
             ) from err
         got = sha256_of(tmp)
         if asset.sha256 is not None and got != asset.sha256:  # leaving the block by an exception deletes tmp
@@ -263,9 +263,20 @@ def _hub_errors(what: str, gated: str, by_hand: str) -> Iterator[None]:
 
     try:
         yield
-    except GatedRepoError as err:
-        raise AssetError(gated) from err
     except Exception as err:  # the hub client's network errors differ between its HTTP backends
+        if _caused_by(err, GatedRepoError):  # `datasets` re-raises a refusal as DatasetNotFoundError from it
+            raise AssetError(gated) from err
         raise AssetError(
             f"cannot download {what} from the Hugging Face Hub: {err}. Without network access here, {by_hand}"
         ) from err
+
+
+def _caused_by(err: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `err`, or an exception it was raised from or while handling, is a `kind`."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False

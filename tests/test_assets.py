@@ -205,6 +205,38 @@ def test_a_gated_dataset_without_a_token_names_the_terms_to_accept(tmp_path, mon
     assert not (tmp_path / "ptb.jsonl").exists()
 
 
+class _Refusal:
+    """The parts of an HTTP response that the hub's errors read."""
+
+    def __init__(self):
+        self.headers, self.request = {}, None
+
+
+def test_a_token_without_access_to_a_gated_dataset_names_the_terms_to_accept(tmp_path, monkeypatch):
+    """`datasets` raises a refused download as DatasetNotFoundError from the hub's GatedRepoError."""
+    import datasets
+    from datasets.exceptions import DatasetNotFoundError
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError
+
+    from calibft.assets import HubDataset, export_dataset
+
+    def refused(path, name, split, revision, token):
+        try:
+            raise GatedRepoError("403 Client Error: access to this dataset is restricted", response=_Refusal())
+        except GatedRepoError as err:
+            raise DatasetNotFoundError(f"Dataset '{path}' is a gated dataset on the Hub.") from err
+
+    monkeypatch.setenv("HF_TOKEN", "hf_without_access")
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, path, revision, token: _Info())
+    monkeypatch.setattr(datasets, "load_dataset", refused)
+    with pytest.raises(AssetError) as err:
+        export_dataset(HubDataset("allenai/paloma", "test", "main", name="ptb", gated=True), tmp_path / "ptb.jsonl")
+    message = str(err.value)
+    assert "this token has no access" in message and "https://huggingface.co/datasets/allenai/paloma" in message
+    assert not (tmp_path / "ptb.jsonl").exists()
+
+
 def test_an_unreachable_hub_says_how_to_export_the_dataset_elsewhere(tmp_path, monkeypatch):
     from huggingface_hub import HfApi
 
