@@ -205,6 +205,13 @@ def test_winogrande_zero_shot_blank_first_and_missing_item():
         winogrande_messages(_winogrande_row(SHOTS, "No blank here."))
 
 
+def test_winogrande_text_before_the_blank_inside_the_gold_option():
+    """ "He" occurs inside "Henry": the current item is cut off whole, not at the last "He"."""
+    row = {"sentence": "He _ the ball.", "option1": "Henry", "option2": "Tom", "answer": "1"}
+    messages, continuation = winogrande_messages({**row, "input_formatted": SHOTS + "\n\nHe Henry"})
+    assert messages == [SHOTS + "\n\nHe Henry", SHOTS + "\n\nHe Tom"] and continuation == " the ball."
+
+
 def test_choice_requests_of_the_other_tasks():
     mmlu = {
         "question": "q",

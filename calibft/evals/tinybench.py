@@ -36,8 +36,9 @@ batch size changes no value beyond the arithmetic of the forward pass.
   ("1" or "2") names the gold option. Chat template: the user message is the few-shot part of
   `input_formatted` followed by the option's partial sentence, so the two requests differ only in the option,
   and the continuation is scored as the first tokens of the assistant's turn (`winogrande_messages`). The
-  few-shot part is `input_formatted` up to the last occurrence of the sentence's text before the blank (the
-  current item comes last in it, either as the harness writes it, with the gold option substituted, or raw);
+  few-shot part is `input_formatted` without the current item, which comes last in it, either as the harness
+  writes it, with the gold option substituted, or raw; failing that, up to the last occurrence of the
+  sentence's text before the blank;
   for a sentence that starts with the blank it is `input_formatted` up to its last blank line, the harness's
   own convention (its `append_context` drops the last "\\n\\n"-separated block). A row whose text before the
   blank is not in `input_formatted` is refused rather than scored on a guessed prompt.
@@ -257,10 +258,17 @@ def mmlu_target(answer: Any) -> int:
     return int(answer)
 
 
-def winogrande_prefix(input_formatted: str, sentence: str) -> str:
+def winogrande_prefix(input_formatted: str, sentence: str, options: Sequence[str]) -> str:
     """The in-context examples of a WinoGrande prompt: `input_formatted` before the current item (see the module
     docstring); "" for a zero-shot prompt."""
-    head = sentence[: sentence.index("_")].strip()
+    blank = sentence.index("_")
+    # the current item as it ends the text: cut it off whole, since the text before the blank may also occur
+    # inside an option ("He _ ..." with option "Henry")
+    text = input_formatted.rstrip()
+    for ending in [sentence[:blank] + option for option in options] + [sentence]:
+        if ending.strip() and text.endswith(ending.strip()):
+            return text[: len(text) - len(ending.strip())]
+    head = sentence[:blank].strip()
     if not head:
         cut = input_formatted.rfind("\n\n")
         return input_formatted[: cut + 2] if cut >= 0 else ""
@@ -276,8 +284,8 @@ def winogrande_messages(row: Mapping) -> tuple[list[str], str]:
     if "_" not in sentence:
         raise ValueError(f"WinoGrande sentence without a blank: {sentence!r}")
     blank = sentence.index("_")
-    prefix = winogrande_prefix(_field(row, "input_formatted"), sentence)
     options = [_field(row, "option1"), _field(row, "option2")]
+    prefix = winogrande_prefix(_field(row, "input_formatted"), sentence, options)
     return [prefix + sentence[:blank] + option for option in options], " " + sentence[blank + 1 :].strip()
 
 
