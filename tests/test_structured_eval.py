@@ -11,7 +11,7 @@ from scipy import stats
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.evals.structured import StructuredJob, extract_answer, run, sample_records, score
 from calibft.families import family
-from calibft.grid import prompts, select
+from calibft.grid import Prompt, prompts, select
 from calibft.models import load_model, load_tokenizer
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.train import fixed_paths
@@ -151,6 +151,16 @@ def test_score_leaves_families_without_valid_samples_undefined():
     poisson = metrics["families"][0]
     assert poisson["family"] == "poisson" and poisson["num_prompts"] == 2
     assert poisson["w1_norm"] == metrics["prompts"][0]["w1_norm"]  # the prompt without valid samples is left out
+
+
+def test_a_law_without_spread_between_its_5_and_95_percent_quantiles_has_no_normalized_w1():
+    """Bernoulli(0.01): Q95 - Q05 = 0, so W1 is defined (the quantiles at 1/6, 1/2, 5/6 are all 0: W1 = 1/3) and
+    its normalized value is not (no division by 0)."""
+    skewed = Prompt("bernoulli-x", "bernoulli", {"p": 0.01}, "")
+    metrics = score([skewed], [{"id": "bernoulli-x", "value": v, "valid": True} for v in (0.0, 0.0, 1.0)])
+    row = metrics["prompts"][0]
+    assert row["w1_scale"] == 0 and row["w1"] == pytest.approx(1 / 3) and row["w1_norm"] is None
+    assert metrics["aggregate"]["w1_norm"] is None and metrics["aggregate"]["undefined_families"] == ["bernoulli"]
 
 
 def test_ssot_run_scores_tagged_answers_without_logit_kl(workdir):

@@ -103,7 +103,7 @@ def prompt_metrics(prompt: Prompt, records: Sequence[dict], logit_kl: float | No
         "valid_rate": len(values) / len(records) if records else None,
         "w1": finite_or_none(w1),
         "w1_scale": scale,
-        "w1_norm": finite_or_none(w1 / scale),
+        "w1_norm": finite_or_none(w1 / scale) if scale > 0 else None,  # a law with 90% of its mass on one value
         "logit_kl": logit_kl,
     }
 
