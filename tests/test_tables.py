@@ -11,6 +11,7 @@ from calibft.families import FAMILIES
 from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
 from calibft.report.config_tables import (
     AXES_OF_PARAMS,
+    BENCHMARK_ROWS,
     benchmark_distributions,
     config_tables,
     method_hyperparams,
@@ -138,7 +139,13 @@ def test_steps_that_differ_between_models_are_listed(paper_config):
 def test_benchmark_distributions():
     frame = benchmark_distributions()
     assert len(frame) == 30 and frame["Held out"].sum() == 6
-    assert frame["Tier"].is_monotonic_increasing
+    assert sorted(BENCHMARK_ROWS) == sorted(FAMILIES)  # every family once
+    # the paper's row order: Chi before Chi-Square, TruncNorm (tier II) among the tier-III rows
+    assert list(frame["Distribution"][11:22]) == [
+        "Poisson", "Maxwell", "Cauchy", "Student's t", "Chi", "Chi-Square", "F-Distribution", "Gamma", "Weibull",
+        "TruncNorm", "Laplace",
+    ]  # fmt: skip
+    assert list(frame["Tier"][:14]) == [1] * 3 + [2] * 10 + [3]
     assert frame.groupby("Tier").size().to_dict() == {1: 3, 2: 11, 3: 16}
     rows = frame.set_index("Distribution")
     assert rows.loc["Uniform", "Training region"] == "a ∈ [-5, 2] (11) × width ∈ [1, 5] (11)"
