@@ -9,6 +9,9 @@ Everything that differs between families lives in the model's `chat:` entry of `
   `<|channel|>final<|message|>`, so that generation starts in the final channel).
 - `system`: a default system message (none for the paper's models; evaluations such as the SSOT baseline
   pass their own).
+- `date`: the day ("YYYY-MM-DD") that a template printing the current date through `strftime_now` sees
+  instead of the clock (GPT-OSS's "Current date", which has no variable of its own), so that a prompt is
+  the same on every day, and a training run resumed after midnight keeps its prompts.
 
 A formatted prompt is tokenized so that a BOS the template already wrote is not added a second time
 (`encode_prompt`). Completions are tokenized alone, without special tokens, with the tokenizer's EOS
@@ -18,8 +21,10 @@ special tokens skipped and cleaned of reasoning traces by `strip_reasoning`.
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +44,7 @@ class ChatOptions:
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     assistant_prefix: str = ""
     system: str | None = None
+    date: str | None = None
 
     @classmethod
     def from_config(cls, entry: Mapping[str, Any] | None, where: str = "chat") -> ChatOptions:
@@ -71,7 +77,13 @@ class ChatOptions:
         system = overrides.get("system", self.system)
         if system is not None and not isinstance(system, str):
             raise ValueError(f"{where}.system must be a string or null, got {system!r}")
-        return ChatOptions({**self.template_kwargs, **kwargs}, prefix, system)
+        date = overrides.get("date", self.date)
+        if date is not None:
+            try:
+                dt.date.fromisoformat(date)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}.date must be a day written YYYY-MM-DD, got {date!r}") from None
+        return ChatOptions({**self.template_kwargs, **kwargs}, prefix, system, date)
 
 
 def format_prompt(
@@ -86,10 +98,38 @@ def format_prompt(
     messages = ([{"role": "system", "content": system}] if system is not None else []) + [
         {"role": "user", "content": user_message}
     ]
-    text = tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, **dict(options.template_kwargs)
-    )
+    with _templates_see_day(options.date):
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **dict(options.template_kwargs)
+        )
     return text + options.assistant_prefix
+
+
+@contextlib.contextmanager
+def _templates_see_day(day: str | None) -> Iterator[None]:
+    """Within the block, `strftime_now` of chat templates formats `day` (at midnight) instead of the clock.
+
+    transformers gives templates no way to pass a date in (keyword arguments reach them as plain data, not
+    functions), and its `strftime_now` reads the clock through the module's `datetime`, which is swapped here.
+    """
+    if day is None:
+        yield
+        return
+    from transformers.utils import chat_template_utils
+
+    pinned = dt.datetime.fromisoformat(day)
+
+    class PinnedDay(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return pinned
+
+    clock = chat_template_utils.datetime
+    chat_template_utils.datetime = PinnedDay
+    try:
+        yield
+    finally:
+        chat_template_utils.datetime = clock
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:

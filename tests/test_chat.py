@@ -157,6 +157,8 @@ def test_options_from_config_entries():
         ({"template_kwargs": {"add_generation_prompt": False}}, r"may not set 'add_generation_prompt'"),
         ({"assistant_prefix": 3}, r"assistant_prefix must be a string"),
         ({"system": ["x"]}, r"system must be a string or null"),
+        ({"date": "5 Aug 2025"}, r"models\.m\.chat\.date must be a day written YYYY-MM-DD"),
+        ({"date": 20250805}, r"date must be a day written YYYY-MM-DD"),
         (["x"], r"models\.m\.chat must be a mapping"),
     ],
 )
@@ -168,7 +170,7 @@ def test_options_reject_bad_entries(entry, message):
 def test_merged_overrides_keys_and_merges_template_kwargs():
     both = ChatOptions.from_config({"template_kwargs": {"a": 1, "b": 2}, "assistant_prefix": "x"})
     merged = both.merged({"template_kwargs": {"b": 3}, "assistant_prefix": ""})
-    assert merged == ChatOptions({"a": 1, "b": 3}, "", None)
+    assert merged == ChatOptions({"a": 1, "b": 3}, "", None, None)
     assert both.template_kwargs == {"a": 1, "b": 2}  # unchanged
 
 
@@ -234,6 +236,16 @@ def test_llama32_date_is_today_unless_pinned(llama32):
     today = re.search(r"Today Date: (.*)\n", format_prompt(llama32, USER, PLAIN)).group(1)
     assert re.fullmatch(r"\d\d [A-Z][a-z]{2} \d{4}", today)
     assert "Today Date: 26 Jul 2024\n" in format_prompt(llama32, USER, LLAMA32)
+
+
+def test_a_pinned_date_is_what_templates_print_instead_of_the_clock(gpt_oss, llama32):
+    """GPT-OSS's "Current date" has no template variable: `date` pins it, and Llama-3.2's "Today Date" too."""
+    pinned = GPT_OSS.merged({"date": "2025-08-05"})
+    assert "Current date: 2025-08-05\n" in format_prompt(gpt_oss, USER, pinned)
+    assert "Today Date: 05 Aug 2025\n" in format_prompt(llama32, USER, PLAIN.merged({"date": "2025-08-05"}))
+    # only within the call: the clock is back afterwards
+    today = re.search(r"Current date: (.*)\n", format_prompt(gpt_oss, USER, GPT_OSS)).group(1)
+    assert today != "2025-08-05" and re.fullmatch(r"\d{4}-\d{2}-\d{2}", today)
 
 
 def test_gpt_oss_low_effort_final_channel(gpt_oss):
