@@ -300,6 +300,20 @@ def test_qualitative_cases_rank_by_regime_deltas_with_tie_break():
     assert picked(swapped, "soft") == [("m2", "curated-1"), ("m1", "curated-6")]
 
 
+def test_qualitative_cases_show_each_models_best_case_before_a_models_second():
+    # m1 holds the three largest soft deltas (7, 6, 5), m2 one of 2 and m3 only a negative one
+    plan = {"m1": [(1, (2, 9, 0)), (2, (2, 8, 0)), (3, (2, 7, 0))], "m2": [(4, (2, 4, 0))], "m3": [(5, (9, 1, 0))]}
+    scores = {}
+    for model, prompts in plan.items():
+        scores[model] = {c: {"curated": []} for c in ("base", "soft", "hard")}
+        for index, utilities in prompts:
+            for condition, row in triple(index, *utilities).items():
+                scores[model][condition]["curated"].append(row)
+    soft = [c for c in qualitative_cases(scores, ["m1", "m2", "m3"]) if c.regime == "soft"]
+    assert [(c.model, c.prompt_id) for c in soft] == [("m1", "curated-1"), ("m1", "curated-2"), ("m2", "curated-4")]
+    assert [c.delta for c in soft] == pytest.approx([7, 6, 2])  # m3's best (-8) gives way to m1's second
+
+
 def test_qualitative_cases_need_enough_candidates():
     scores = crafted_scores()
     assert len(qualitative_cases(scores, ["m1", "m2"], per_regime=7)) == 21

@@ -408,10 +408,12 @@ def qualitative_cases(
       soft (soft-target fine-tuning helps):        U_soft − U_base
       hard (the hard-target variant competes):     U_hard − max(U_base, U_soft)
       base (fine-tuning hurts):                    U_base − max(U_soft, U_hard)
-    and takes the `per_regime` largest (whatever their sign), ties broken by the order of `models`, then by the
-    order of the prompts in the base run's rows. The regimes choose independently, so one prompt may appear in
-    two regimes (under two labels). Raises ValueError when there are fewer candidates than `per_regime`, or
-    when a model is not in `scores`.
+    ties broken by the order of `models`, then by the order of the prompts in the base run's rows. It takes the
+    best case of each model whose best delta is positive, then fills the places left with the next cases of
+    the ranking (whatever their sign), and lists them in ranking order. The paper's tables show this: one soft
+    and one hard case of each of its three models, and two of GPT-OSS among the cases where fine-tuning hurts.
+    The regimes choose independently, so one prompt may appear in two regimes (under two labels). Raises
+    ValueError when there are fewer candidates than `per_regime`, or when a model is not in `scores`.
     """
     if per_regime < 1:
         raise ValueError(f"per_regime must be at least 1, got {per_regime}")
@@ -438,9 +440,15 @@ def qualitative_cases(
     for regime in REGIMES:
         delta = DELTAS[regime]
         ranked = sorted(candidates, key=lambda c: (-delta(c[4]), c[0], c[1]))
+        best_of_model: dict[str, int] = {}  # model -> rank of its best case, where that delta is positive
+        for rank, (_, _, model, _, utilities) in enumerate(ranked):
+            if delta(utilities) > 0:
+                best_of_model.setdefault(model, rank)
+        chosen = sorted(best_of_model.values())[:per_regime]
+        chosen += [rank for rank in range(len(ranked)) if rank not in chosen][: per_regime - len(chosen)]
         cases += [
             QualitativeCase(regime, model, split, prompt_id, _prompt_index(prompt_id), delta(utilities))
-            for _, _, model, prompt_id, utilities in ranked[:per_regime]
+            for _, _, model, prompt_id, utilities in (ranked[rank] for rank in sorted(chosen))
         ]
     return cases
 
