@@ -121,7 +121,12 @@ def test_values_come_from_the_config(paper_config):
     assert list(method_hyperparams(config).columns) == ["Parameter", "Soft", "Hard"]
     method = method_hyperparams(config, recipes).set_index("Parameter")
     assert list(method.columns) == ["Soft", "Hard", "Soft d3"]
-    assert method.loc["Optimizer steps per model"].tolist() == [3 * 497, 400, 497]
+    # a recipe's max_steps cut is shown beside the epochs' count, which the caption's formula gives
+    assert method.loc["Optimizer steps per model"].tolist() == [
+        3 * 497,
+        f"400 (max_steps; {2 * 16 * 497} uncapped)",
+        497,
+    ]
     assert method.loc["Maximum output-space bins", "Soft d3"] == 300
 
 
@@ -148,14 +153,17 @@ def test_benchmark_distributions():
     assert list(frame["Tier"][:14]) == [1] * 3 + [2] * 10 + [3]
     assert frame.groupby("Tier").size().to_dict() == {1: 3, 2: 11, 3: 16}
     rows = frame.set_index("Distribution")
-    assert rows.loc["Uniform", "Training region"] == "a ∈ [-5, 2] (11) × width ∈ [1, 5] (11)"
-    assert rows.loc["Uniform", "Test configurations"] == "a=3.5, width=7"  # b = a + width = 10.5
+    assert rows.loc["Uniform", "Training region"] == "a ∈ [-5, 2] (11) × w ∈ [1, 5] (11)"
+    assert rows.loc["Uniform", "Test configurations"] == "a=3.5, w=7"  # b = a + width = 10.5
     assert rows.loc["Gaussian", "Training region"] == "μ ∈ [-2, 2] (11) × σ ∈ [0.5, 2] (11, log)"
     assert rows.loc["Binomial", "Training region"].startswith("n ∈ {5, 10, 15, 20} × p ∈ {0.2, 0.25,")
-    assert rows.loc["Triangular", "Test configurations"] == "a=2.5, width=7, mode_fraction=0.5"
-    assert rows.loc["Hypergeometric", "Test configurations"] == "M=100, N=20, success_fraction=0.5"
+    assert rows.loc["Triangular", "Test configurations"] == "a=2.5, w=7, f_mode=0.5"
+    assert rows.loc["Hypergeometric", "Test configurations"] == "M=100, N=20, K/M=0.5"
     assert rows.loc["Weibull", "Training region"] == "held out"
     assert rows.loc["Weibull", "Test configurations"] == "k=0.5, λ=0.5; k=1.5, λ=1.5; k=3, λ=3"
+    assert rows.loc["Maxwell", "Test configurations"] == "σ=0.75; σ=1.5; σ=2.5"  # the paper's symbols
+    assert rows.loc["Chi", "Test configurations"] == "ν=2; ν=5; ν=10"
+    assert rows.loc["TruncNorm", "Test configurations"].startswith("μ=0, σ=1, a=-1, b=1; ")
     assert rows.loc["Weibull", "SciPy name"] == "weibull_min"
     held_out = rows[rows["Training region"] == "held out"]
     assert set(held_out.index) == {f.display for f in FAMILIES.values() if f.held_out}

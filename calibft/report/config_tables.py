@@ -24,7 +24,9 @@ from calibft.report.tables import Table, format_number
 OBJECTIVES = {"soft": "Trie-induced KL", "hard": "Completion CE"}
 TIERS = {1: "I", 2: "II", 3: "III"}
 
-# Prompt parameter names that are spelled-out Greek letters or carry an index, as symbols.
+# Prompt parameter and grid axis names as the paper's tables write them: spelled-out Greek letters, indices,
+# and the names of tab:benchmark-distributions (Maxwell's scale σ, Chi's ν, TruncNorm's bounds a and b, the
+# uniform and triangular width w, the mode fraction, the hypergeometric K/M).
 SYMBOLS = {
     "mu": "μ",
     "sigma": "σ",
@@ -39,6 +41,13 @@ SYMBOLS = {
     "d1": "d₁",
     "d2": "d₂",
     "xm": "xₘ",
+    "scale": "σ",
+    "df": "ν",
+    "lower": "a",
+    "upper": "b",
+    "width": "w",
+    "mode_fraction": "f_mode",
+    "success_fraction": "K/M",
 }
 
 # Prompt parameters -> training-grid axes, for the families whose prompt parameters are derived from the
@@ -115,6 +124,15 @@ def optimizer_steps(num_prompts: int, recipe: Mapping, training: Mapping, world:
     return total_steps(num_prompts, recipe, training["per_device_batch_size"], world)
 
 
+def steps_cell(num_prompts: int, recipe: Mapping, training: Mapping, world: int) -> int | str:
+    """The optimizer steps of a run, and, when the recipe's `max_steps` cuts them (the demo's), the epochs'
+    count beside them: the caption's formula gives that one."""
+    steps = optimizer_steps(num_prompts, recipe, training, world)
+    epochs_only = {key: value for key, value in recipe.items() if key != "max_steps"}
+    uncapped = optimizer_steps(num_prompts, epochs_only, training, world)
+    return steps if steps == uncapped else f"{steps} (max_steps; {uncapped} uncapped)"
+
+
 def shared_hyperparams(config: Mapping, recipes: Sequence[str] | None = None) -> pd.DataFrame:
     """Parameter | Value: the settings shared by every recipe (tab:shared-hyperparams)."""
     training, lora = config["training"], config["training"]["lora"]
@@ -166,7 +184,7 @@ def method_hyperparams(config: Mapping, recipes: Sequence[str] | None = None) ->
         soft = recipe["objective"] == "soft"
         steps = _same_or_each(
             {
-                model["display"]: optimizer_steps(num_prompts, recipe, training, world_size(model["resources"]))
+                model["display"]: steps_cell(num_prompts, recipe, training, world_size(model["resources"]))
                 for model in config["models"].values()
             }
         )
