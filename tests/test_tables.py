@@ -263,6 +263,7 @@ def test_latex_escapes_special_characters():
     )
     expected = r"\ensuremath{\mu} \ensuremath{\in} [0, 1] \ensuremath{\times} \ensuremath{\sigma}\ensuremath{_1}"
     assert latex_escape("μ ∈ [0, 1] × σ₁ ↓") == expected + r" \ensuremath{\downarrow}"
+    assert latex_escape("Q₉₅ - Q₀₅") == r"Q\ensuremath{_{95}} - Q\ensuremath{_{05}}"  # one subscript, not two
 
 
 def test_two_level_columns_bold_missing_and_formats(tmp_path):

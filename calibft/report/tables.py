@@ -249,9 +249,18 @@ _LATEX = str.maketrans(
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?")
 
 
+_SUBSCRIPT_RUN = re.compile(r"(?:\\ensuremath\{_\w\}){2,}")
+
+
 def latex_escape(text: str) -> str:
-    """Plain text as LaTeX: special characters escaped, Greek letters and math symbols in math mode."""
-    return text.translate(_LATEX)
+    """Plain text as LaTeX: special characters escaped, Greek letters and math symbols in math mode; a run of
+    subscript characters is one subscript (Q₉₅ is Q_{95})."""
+    return _SUBSCRIPT_RUN.sub(_one_subscript, text.translate(_LATEX))
+
+
+def _one_subscript(run: re.Match) -> str:
+    characters = "".join(re.findall(r"_(\w)", run[0]))
+    return f"\\ensuremath{{_{{{characters}}}}}"
 
 
 def _latex_cell(text: str) -> str:
