@@ -283,7 +283,7 @@ def test_retention_table_stacks_model_means_and_task_means_over_models():
     assert [bold(table, GPIRT, c, 1) for c in ("Base", "Soft", "Hard")] == [True, True, False]
     tex = to_latex(table)
     assert tex.count("\\rowcolor") == 5 and "Model / Task" in tex
-    assert "five TinyBenchmarks tasks" in table.caption and "two evaluated models" in table.caption
+    assert "five TinyBenchmarks tasks" in table.caption and "averaging across both evaluated models" in table.caption
 
 
 def test_paloma_model_table_reports_pooled_perplexity_and_bits_per_byte():
@@ -329,7 +329,7 @@ def test_paloma_slice_table_averages_each_conditions_values_over_models():
     # WikiText-103: soft (21.5) lowest; PTB: hard (195) lowest
     assert [bold(table, PPL, c, 0) for c in ("Base", "Soft", "Hard")] == [False, True, False]
     assert [bold(table, PPL, c, 1) for c in ("Base", "Soft", "Hard")] == [False, False, True]
-    assert "mean across the two models" in table.caption
+    assert "mean across both evaluated models" in table.caption
 
 
 def test_paloma_slice_table_marks_a_mean_with_a_missing_model():

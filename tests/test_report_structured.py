@@ -1,6 +1,7 @@
 import gzip
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -246,6 +247,8 @@ def test_structured_sampling_figure(tmp_path):
     assert legend[:3] == ["Base", "Soft", "Hard"] and "undefined (no finite value)" in legend
     pdf, png = save_figure(figure, "main_structured_sampling", tmp_path)
     assert png.read_bytes()[:4] == b"\x89PNG" and pdf.exists()
+    fonts = re.findall(rb"/Subtype /(Type3|TrueType|CIDFontType2)", pdf.read_bytes())
+    assert fonts and b"Type3" not in fonts  # TrueType (Type 42) fonts, which conference checks accept
 
 
 def test_structured_sampling_figure_without_clipping():
@@ -255,7 +258,9 @@ def test_structured_sampling_figure_without_clipping():
     assert not hatched(figure) and not ax.texts
     heights = sorted(p.get_y() + p.get_height() for p in ax.patches)
     np.testing.assert_allclose(heights, [0.1, 0.2, 0.3])
-    assert len(figure.legends[0].get_texts()) == 4  # three conditions and the hatching, no clipping entry
+    assert len(figure.legends[0].get_texts()) == 3  # the three conditions: no hatching, no clipping entry
+    figure.canvas.draw()  # within one decade the log axis is labelled plainly at 1, 2, 3 and 5 of it
+    assert {"0.1", "0.2", "0.3"} <= {t.get_text() for t in ax.get_yticklabels()}
 
 
 def test_per_distribution_figure_ood(tmp_path):
@@ -263,6 +268,7 @@ def test_per_distribution_figure_ood(tmp_path):
     figure = per_distribution_figure(metrics, "ood", "w1_norm", MODEL_TITLES, CONDITION_TITLES)
     axes = visible_axes(figure)
     assert [ax.get_title() for ax in axes] == ["Bernoulli", "Poisson", "Weibull", "Maxwell", "Chi", "TruncNorm"]
+    assert axes[0].get_ylabel() == "family-mean normalized W₁"
     # defined aggregate cells: 6; Poisson undefined everywhere: 9 more; each other family: the 3 undefined
     per_axis = [sum(bool(p.get_hatch()) for p in ax.patches) for ax in axes]
     assert per_axis == [3, 9, 3, 3, 3, 3]
@@ -374,6 +380,7 @@ def test_qualitative_figure_matches_the_target_and_clips_extremes(tmp_path):
     np.testing.assert_allclose(heights, pmf[np.round(centres).astype(int)], atol=0.03)
     assert axes[1].get_ylim()[1] <= 1.25 * PEAK_FACTOR * pmf.max() + 1e-9
     assert any("100% in one bin" in t.get_text() for t in axes[1].texts)
+    assert all(float(tick).is_integer() for tick in axes[1].get_xticks())  # an integer family: integer ticks
     assert any(t.get_text() == "Base: no valid sample" for t in axes[2].texts if isinstance(t, Text))
     assert [t.get_text() for t in figure.legends[0].get_texts()] == ["Target", "Base", "Soft"]
     save_figure(figure, "appendix_ssot_qualitative", tmp_path)

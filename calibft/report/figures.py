@@ -11,17 +11,28 @@ matplotlib.use("Agg")  # files only; no display on cluster nodes
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from calibft.io import atomic_path, read_jsonl
 
+# Major ticks of a log axis at 1, 2, 3 and 5 of each decade: a range within one decade still has labels.
+LOG_TICKS = (1.0, 2.0, 3.0, 5.0)
+
+
+def plain_log_ticks(axis) -> None:
+    """Label a log axis at `LOG_TICKS`, printed plainly (0.2, 0.3, 1, 2,000), without minor labels."""
+    axis.set_major_locator(LogLocator(subs=LOG_TICKS))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
 
 def save_figure(figure, name: str, directory: str | Path) -> list[Path]:
-    """Write `figure` as `{directory}/{name}.pdf` and `.png`; returns both paths."""
+    """Write `figure` as `{directory}/{name}.pdf` and `.png`; returns both paths. PDFs embed TrueType fonts
+    (Type 42), which conference checks accept, instead of matplotlib's default Type 3."""
     paths = []
     for suffix in ("pdf", "png"):
         path = Path(directory) / f"{name}.{suffix}"
-        with atomic_path(path) as tmp:
+        with atomic_path(path) as tmp, plt.rc_context({"pdf.fonttype": 42}):
             figure.savefig(tmp, format=suffix, dpi=150, bbox_inches="tight")
         paths.append(path)
     plt.close(figure)

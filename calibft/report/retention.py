@@ -40,9 +40,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from calibft.checks import check_choice
+from calibft.report.figures import plain_log_ticks
 from calibft.report.structured import (
     CONDITION_TEXT,
     UNDEFINED_HATCH,
@@ -79,7 +79,6 @@ METRIC_LABELS = {"perplexity": "perplexity", "bits_per_byte": "bits per byte"}
 FIGURE_NAMES = {"perplexity": "appendix_paloma_perplexity", "bits_per_byte": "appendix_paloma_bpb"}
 GPIRT_FIGURE_NAME = "appendix_retention_gpirt_per_task"
 LOG_RANGE = 10.0  # a perplexity figure whose largest value is this many times its smallest gets a log axis
-LOG_TICKS = (1.0, 2.0, 3.0, 5.0)
 _TOLERANCE = 1e-9
 
 
@@ -301,6 +300,11 @@ def _count_words(n: int) -> str:
     return words[n] if n < len(words) else str(n)
 
 
+def _the_models(n: int) -> str:
+    """`the one evaluated model`, `both evaluated models`, `all twelve evaluated models`."""
+    return {1: "the one evaluated model", 2: "both evaluated models"}.get(n, f"all {_count_words(n)} evaluated models")
+
+
 def _join(parts: Sequence[str]) -> str:
     """`a`, `a and b`, `a, b, and c`."""
     if len(parts) <= 2:
@@ -376,7 +380,7 @@ def retention_table(
     caption = (
         "Retention results measured by TinyBenchmarks aggregate gp-IRT. The upper rows report one row per model, "
         f"averaging across the {_count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
-        f"report one row per task, averaging across all {_count_words(len(models))} evaluated models. Higher is "
+        f"report one row per task, averaging across {_the_models(len(models))}. Higher is "
         f"better throughout. {_condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
@@ -429,7 +433,7 @@ def paloma_slice_table(
     ]
     caption = (
         "PALOMA slice-level summary averaged across all evaluated models. Each row corresponds to one PALOMA "
-        f"evaluation slice, and values are the mean across the {_count_words(len(models))} models for each "
+        f"evaluation slice, and values are the mean across {_the_models(len(models))} for each "
         "condition (the mean of the per-model perplexities and bits per byte of that slice). Lower is better for "
         f"both metrics. {_condition_sentence(conditions, condition_titles)} Bold values denote the best reported "
         "result for each metric; --- marks a mean with a missing run."
@@ -474,10 +478,7 @@ def _grouped_bars(
         )
     if log:
         ax.set_yscale("log")
-        # ticks at 1, 2, 3 and 5 of each decade, printed plainly: a panel within one decade still has labels
-        ax.yaxis.set_major_locator(LogLocator(subs=LOG_TICKS))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        plain_log_ticks(ax.yaxis)
     ax.set_ylim(bottom, top)
     ax.set_xlim(-0.5, n_groups - 0.5)
     ax.set_xticks(centres)

@@ -28,12 +28,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator
 
 from calibft.checks import check_choice
 from calibft.families import family
 from calibft.grid import Prompt, prompts
 from calibft.report.config_tables import SYMBOLS
+from calibft.report.figures import plain_log_ticks
 from calibft.report.tables import Table, format_number
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
@@ -373,7 +374,7 @@ def _bars(
         for xi, value in zip(x[defined & (column > ceiling)], column[defined & (column > ceiling)], strict=True):
             ax.text(xi, ceiling * 1.15, _short(value), rotation=90, ha="center", va="bottom", fontsize=5.5)
     ax.set_yscale("log")
-    ax.yaxis.set_minor_formatter(NullFormatter())  # a range within one decade would label its minor ticks
+    plain_log_ticks(ax.yaxis)
     ax.set_ylim(bottom, ceiling * (10**0.9 if clipped else 1.0))
     if clipped:
         ax.axhline(ceiling, color="black", linestyle=":", linewidth=0.7)
@@ -389,10 +390,17 @@ def _bars(
 
 
 def _legend_handles(
-    conditions: Sequence[str], colors: Mapping[str, str], titles: Mapping[str, str], clipped: float | None
+    conditions: Sequence[str],
+    colors: Mapping[str, str],
+    titles: Mapping[str, str],
+    clipped: float | None,
+    undefined: bool,
 ) -> list:
+    """The conditions' colours; the hatch and the clipping line only when some bar shows them."""
     handles: list = [Patch(facecolor=colors[c], label=titles.get(c, c)) for c in conditions]
-    handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label="undefined (no finite value)"))
+    if undefined:
+        label = "undefined (no finite value)"
+        handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label=label))
     if clipped is not None:
         label = f"above {format_number(clipped)}: clipped, value printed"
         handles.append(Line2D([], [], color="black", linestyle=":", linewidth=0.7, label=label))
@@ -434,7 +442,8 @@ def structured_sampling_figure(
         _bars(ax, values[split], [colors[c] for c in conditions], limits, labels, _rotation(len(models)))
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
-    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None)
+    undefined = any(not np.isfinite(v).all() for v in values.values())
+    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None, undefined)
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
     return figure
 
@@ -520,10 +529,12 @@ def per_distribution_figure(
                 label.set_ha("center")
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
-            ax.set_ylabel(KEY_LABELS[key], fontsize=8)
+            # held-out families: the mean over each family's configurations
+            ax.set_ylabel(("family-mean " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
     for ax in list(axes.flat)[len(titles) :]:
         ax.set_visible(False)
-    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None)
+    undefined = any(not np.isfinite(v).all() for v in values.values())
+    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, undefined)
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
 
@@ -664,6 +675,8 @@ def qualitative_figure(
                 color=color,
             )
         ax.set_xlim(edges[0], edges[-1])
+        if fam.integer:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(0, top)
         ax.set_title(f"{panel_title}\n{prompt_title(prompt)}" if panel_title else prompt_title(prompt), fontsize=8)
         ax.tick_params(labelsize=7)
