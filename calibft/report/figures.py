@@ -19,9 +19,10 @@ from calibft.io import atomic_path, read_jsonl
 LOG_TICKS = (1.0, 2.0, 3.0, 5.0)
 
 
-def plain_log_ticks(axis) -> None:
-    """Label a log axis at `LOG_TICKS`, printed plainly (0.2, 0.3, 1, 2,000), without minor labels."""
-    axis.set_major_locator(LogLocator(subs=LOG_TICKS))
+def plain_log_ticks(axis, decades: float = 1.0) -> None:
+    """Label a log axis that spans `decades` at `LOG_TICKS` (at the powers of ten only beyond two decades),
+    printed plainly (0.2, 0.3, 1, 2,000), without minor labels."""
+    axis.set_major_locator(LogLocator(subs=LOG_TICKS if decades <= 2 else (1.0,)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 

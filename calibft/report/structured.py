@@ -374,8 +374,9 @@ def _bars(
         for xi, value in zip(x[defined & (column > ceiling)], column[defined & (column > ceiling)], strict=True):
             ax.text(xi, ceiling * 1.15, _short(value), rotation=90, ha="center", va="bottom", fontsize=5.5)
     ax.set_yscale("log")
-    plain_log_ticks(ax.yaxis)
-    ax.set_ylim(bottom, ceiling * (10**0.9 if clipped else 1.0))
+    top = ceiling * (10**0.9 if clipped else 1.0)
+    plain_log_ticks(ax.yaxis, math.log10(top / bottom))
+    ax.set_ylim(bottom, top)
     if clipped:
         ax.axhline(ceiling, color="black", linestyle=":", linewidth=0.7)
     ax.set_xlim(-0.5, n_groups - 0.5)
@@ -433,7 +434,9 @@ def structured_sampling_figure(
     }
     limits = _limits(list(values.values()), clip)
     colors = condition_colors(conditions)
-    width = max(3.2, 1.0 + 0.45 * len(models) * max(1, len(conditions)) / 3)
+    # at most 3.6 in a panel: the paper prints the figure at its 5.5 in text width, so that 7 pt text stays
+    # above 5 pt there even with the twelve models
+    width = min(3.6, max(3.2, 1.0 + 0.45 * len(models) * max(1, len(conditions)) / 3))
     figure, axes = plt.subplots(
         1, len(splits), figsize=(width * len(splits), 3.6), sharey=True, squeeze=False, layout="constrained"
     )
@@ -506,7 +509,7 @@ def per_distribution_figure(
     many = len(models) * len(conditions) > 12
     columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
     rows = -(-len(titles) // columns)
-    panel_width = max(3.0, 0.9 + 0.12 * len(models) * len(conditions))
+    panel_width = min(3.6, max(3.0, 0.9 + 0.12 * len(models) * len(conditions)))  # two panels fit 7.2 in
     label_height = 0.09 * max(len(model_titles.get(m, m)) for m in models) if len(models) > 3 else 0.3
     figure, axes = plt.subplots(
         rows,
