@@ -265,9 +265,9 @@ def winogrande_prefix(input_formatted: str, sentence: str, options: Sequence[str
     # the current item as it ends the text: cut it off whole, since the text before the blank may also occur
     # inside an option ("He _ ..." with option "Henry")
     text = input_formatted.rstrip()
-    for ending in [sentence[:blank] + option for option in options] + [sentence]:
-        if ending.strip() and text.endswith(ending.strip()):
-            return text[: len(text) - len(ending.strip())]
+    for ending in [(sentence[:blank] + option).strip() for option in options] + [sentence.strip()]:
+        if ending and text.endswith(ending):
+            return text[: len(text) - len(ending)]
     head = sentence[:blank].strip()
     if not head:
         cut = input_formatted.rfind("\n\n")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -395,11 +395,12 @@ def _legend_handles(
     colors: Mapping[str, str],
     titles: Mapping[str, str],
     clipped: float | None,
-    undefined: bool,
+    values: Iterable[np.ndarray],
 ) -> list:
-    """The conditions' colours; the hatch and the clipping line only when some bar shows them."""
+    """The conditions' colours; the hatch and the clipping line only when some bar shows them (an undefined
+    value among `values`, a clipped one)."""
     handles: list = [Patch(facecolor=colors[c], label=titles.get(c, c)) for c in conditions]
-    if undefined:
+    if any(not np.isfinite(v).all() for v in values):
         label = "undefined (no finite value)"
         handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label=label))
     if clipped is not None:
@@ -445,8 +446,7 @@ def structured_sampling_figure(
         _bars(ax, values[split], [colors[c] for c in conditions], limits, labels, _rotation(len(models)))
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
-    undefined = any(not np.isfinite(v).all() for v in values.values())
-    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None, undefined)
+    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
     return figure
 
@@ -536,8 +536,7 @@ def per_distribution_figure(
             ax.set_ylabel(("family-mean " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
     for ax in list(axes.flat)[len(titles) :]:
         ax.set_visible(False)
-    undefined = any(not np.isfinite(v).all() for v in values.values())
-    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, undefined)
+    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
 
