@@ -11,17 +11,17 @@ with per-prompt offsets) and is saved as one `.npz` file.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from tokenizers import Encoding
-from tqdm import tqdm
 
 from calibft.io import load_npz, save_npz
 from calibft.output_space import OutputSpace, SpaceSet
-from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
+from calibft.ragged import index_of, offsets, sample_segments
 
 
 @dataclass(frozen=True)
@@ -81,18 +81,24 @@ class TokenizedValues:
 def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 16384) -> TokenizedValues:
     """Every canonical string (str, or ASCII bytes) encoded alone, no special tokens, EOS appended.
 
-    Batched calls of `chunk` strings keep the tokenizer's own buffers small. A Rust ("fast") tokenizer
+    Where the tokenizer gives each character of these strings a token of its own (Qwen3's, the tiny
+    model's), a table of one token per character replaces it (`_encode_by_character`). Otherwise batched
+    calls of `chunk` strings keep the tokenizer's own buffers small. A Rust ("fast") tokenizer
     encodes each batch on every core, 256 strings to a text (`_encode_joined`) unless a batch shows that
     its pieces are not independent; then it, and a tokenizer without a Rust backend, encode one string
     at a time (`_encode_each`).
     """
     if tokenizer.eos_token_id is None:
         raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no EOS token; a trie needs one to end every value")
-    joined = getattr(tokenizer, "backend_tokenizer", None) is not None
     values = np.asarray(values)
+    if len(values) >= _BY_CHARACTER_MIN and (by_character := _encode_by_character(tokenizer, values)) is not None:
+        return by_character
+    # a string that several prompts share (integers, round values) goes through the tokenizer once
+    distinct, row_of_value = np.unique(values, return_inverse=True)
+    joined = getattr(tokenizer, "backend_tokenizer", None) is not None
     ids, lengths = [], []
-    for start in range(0, len(values), chunk):
-        batch = values[start : start + chunk]
+    for start in range(0, len(distinct), chunk):
+        batch = distinct[start : start + chunk]
         strings = (np.strings.decode(batch, "ascii") if batch.dtype.kind == "S" else batch).tolist()
         encoded = _encode_joined(tokenizer, strings) if joined else None
         if encoded is None:
@@ -101,7 +107,85 @@ def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 
         ids.append(encoded[0])
         lengths.append(encoded[1])
     lengths = np.concatenate(lengths)
-    return TokenizedValues(_pad(np.concatenate(ids), lengths), lengths)
+    return TokenizedValues(_pad(np.concatenate(ids), lengths), lengths)[row_of_value]
+
+
+# below this many strings the check of `_encode_by_character` costs more than the table saves
+_BY_CHARACTER_MIN = 4096
+# the check's strings of two and three characters grow as the cube of the alphabet; numbers use 12 characters
+_BY_CHARACTER_ALPHABET = 16
+# strings of the input whose encoding `_encode_by_character` checks, besides those of two and three characters
+_BY_CHARACTER_CHECKED = 1024
+
+
+def _encode_by_character(tokenizer, values: np.ndarray) -> TokenizedValues | None:
+    """Every string as one token per character, EOS appended; None unless the tokenizer encodes them so.
+
+    A tokenizer that gives every digit a pre-token piece of its own (Qwen3's, the tiny model's) encodes a
+    canonical string as one token per character: the sign, each digit, the point. A lookup table over the
+    strings' bytes then replaces the tokenizer, which spends about 10 µs on each string. The table holds
+    when the tokenizer encodes, each alone: every character of the strings' alphabet as one token; every
+    string of two and three of these characters as their tokens in a row (a merge of two characters, a
+    pre-tokenizer that keeps runs of digits together as Llama-3's does, or a prefix that a Metaspace adds
+    to a text's first piece shows there); and a spread of the strings themselves.
+    """
+    if values.dtype.kind == "U":
+        try:
+            values = np.strings.encode(values, "ascii")
+        except UnicodeEncodeError:
+            return None
+    if values.dtype.kind != "S":
+        return None
+    present = np.zeros(256, dtype=bool)
+    for chunk in _row_chunks(_bytes_of(values)):
+        present |= np.bincount(chunk.ravel(), minlength=256) > 0
+    alphabet = np.flatnonzero(present[1:]) + 1  # NUL pads the shorter strings of an "S" array
+    if not 0 < len(alphabet) <= _BY_CHARACTER_ALPHABET or alphabet.max() >= 128:
+        return None
+    characters = [chr(c) for c in alphabet]
+    ids, lengths = _encode_each(tokenizer, characters)
+    if np.any(lengths != 2):
+        return None
+    table = np.full(256, -1, dtype=np.int32)
+    table[alphabet] = ids[0::2]
+    spread = np.unique(np.linspace(0, len(values) - 1, _BY_CHARACTER_CHECKED).astype(np.int64))
+    checked = ["".join(chars) for k in (2, 3) for chars in itertools.product(characters, repeat=k)]
+    checked += np.strings.decode(values[spread], "ascii").tolist()
+    ids, lengths = _encode_each(tokenizer, checked)
+    expected = _look_up(table, np.array(checked, dtype="S"), tokenizer.eos_token_id)
+    if expected is None or not np.array_equal(lengths, expected.lengths):
+        return None
+    if not np.array_equal(ids, expected.tokens[expected.tokens >= 0]):
+        return None
+    return _look_up(table, values, tokenizer.eos_token_id)
+
+
+# rows of a large array handled at a time, so that temporaries stay small
+_CHUNK_ROWS = 1 << 18
+
+
+def _row_chunks(array: np.ndarray):
+    return (array[start : start + _CHUNK_ROWS] for start in range(0, len(array), _CHUNK_ROWS))
+
+
+def _bytes_of(values: np.ndarray) -> np.ndarray:
+    """The bytes of an "S" array as a [strings, itemsize] uint8 matrix (a view where it can be)."""
+    return np.ascontiguousarray(values).view(np.uint8).reshape(len(values), values.dtype.itemsize)
+
+
+def _look_up(table: np.ndarray, values: np.ndarray, eos: int) -> TokenizedValues | None:
+    """The tokens of an "S" array of strings, one per byte from `table`, EOS appended; None if a string
+    holds a byte that `table` lacks (-1), such as a NUL inside it."""
+    lengths = np.strings.str_len(values).astype(np.int64)
+    tokens = np.empty((len(values), values.dtype.itemsize + 1), dtype=np.int32)
+    chunks = zip(_row_chunks(tokens), _row_chunks(_bytes_of(values)), _row_chunks(lengths), strict=True)
+    for rows, chars, length in chunks:
+        rows[:, :-1] = table[chars]  # the NULs that pad shorter strings look up -1, the padding of TokenizedValues
+        if np.count_nonzero(rows[:, :-1] >= 0) != length.sum():
+            return None
+    tokens[:, -1] = -1
+    tokens[np.arange(len(values)), lengths] = eos
+    return TokenizedValues(tokens[:, : int(lengths.max()) + 1], lengths + 1)
 
 
 # strings per encoded text of `_encode_joined`: few Encoding objects, and still many texts to share between cores
@@ -160,38 +244,119 @@ def _pad(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def build_trie(values: TokenizedValues, probs: np.ndarray) -> Trie:
-    """The trie of tokenized values with masses `probs`, built depth by depth, vectorized."""
-    probs = np.asarray(probs, dtype=np.float64)
-    tokens, lengths = values.tokens.astype(np.int64), values.lengths
-    vocab = int(tokens.max()) + 1
-    parents, toks, masses = [np.array([-1])], [np.array([-1])], [np.array([probs.sum()])]
-    node = np.zeros(len(lengths), dtype=np.int64)  # the current node of every value
-    num_nodes = 1
-    for depth in range(int(lengths.max())):
-        alive = np.flatnonzero(lengths > depth)
-        # one int64 key per (parent, token): sorting it sorts by parent, then token
-        keys = node[alive] * vocab + tokens[alive, depth]
-        unique_keys, inverse = np.unique(keys, return_inverse=True)
-        node[alive] = num_nodes + inverse
-        parents.append(unique_keys // vocab)
-        toks.append(unique_keys % vocab)
-        masses.append(np.bincount(inverse, weights=probs[alive], minlength=len(unique_keys)))
-        num_nodes += len(unique_keys)
+    """The trie of tokenized values with masses `probs`."""
+    return Trie(**build_tries(values, probs, np.array([0, len(probs)]))[1])
 
-    node_parent = np.concatenate(parents)
-    child_count = np.bincount(node_parent[1:], minlength=num_nodes)
-    # node_parent[1:] is non-decreasing (nodes are numbered by depth, then parent), so children are runs
-    child_start = np.searchsorted(node_parent[1:], np.arange(num_nodes)) + 1
-    return Trie(
-        node_parent=node_parent.astype(np.int32),
-        node_token=np.concatenate(toks).astype(np.int32),
-        node_mass=np.concatenate(masses),
-        child_start=np.where(child_count > 0, child_start, 0).astype(np.int32),
-        child_count=child_count.astype(np.int32),
-        value_leaf=node.astype(np.int32),
-        value_length=lengths.astype(np.int32),
-        value_probs=probs,
-    )
+
+# values per call of `_build_group_tries`: its arrays stay in the CPU's cache, its temporaries stay small
+_BUILT_TOGETHER = 65536
+
+
+def build_tries(
+    values: TokenizedValues, probs: np.ndarray, value_offsets: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The tries of consecutive groups of values (group i owns rows value_offsets[i]:value_offsets[i+1]):
+    node_offsets, and the arrays of `Trie` concatenated (indices local to each group).
+
+    Built `_BUILT_TOGETHER` values at a time (whole groups), then concatenated field by field.
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    value_offsets = np.asarray(value_offsets, dtype=np.int64)
+    cuts = np.searchsorted(value_offsets, np.arange(0, value_offsets[-1], _BUILT_TOGETHER), side="right") - 1
+    cuts = np.unique(np.append(cuts, len(value_offsets) - 1))
+    parts = []
+    for first, last in itertools.pairwise(cuts.tolist()):
+        rows = slice(value_offsets[first], value_offsets[last])
+        parts.append(_build_group_tries(values[rows], probs[rows], value_offsets[first : last + 1] - rows.start))
+    node_offsets = offsets(np.concatenate([np.diff(part_offsets) for part_offsets, _ in parts]))
+    return node_offsets, {name: np.concatenate([arrays.pop(name) for _, arrays in parts]) for name in _ARRAYS}
+
+
+def _build_group_tries(
+    values: TokenizedValues, probs: np.ndarray, value_offsets: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """`build_tries` of some groups, all at once.
+
+    The rows are sorted once by (group, first token, second token, ...). Then the rows that share a
+    prefix are contiguous, so each depth's nodes come from one scan: a node starts wherever a row's
+    prefix differs from the row before, and the nodes come out by group, then (parent, token). A second
+    pass numbers them within their group's trie, depth after depth, and writes the flat arrays.
+    """
+    groups = len(value_offsets) - 1
+    group_of_row = np.repeat(np.arange(groups), np.diff(value_offsets))
+    order = _lexicographic_order(values.tokens, group_of_row)
+    columns = np.ascontiguousarray(values.tokens[order].T)  # one contiguous row per depth
+    lengths, row_group, row_probs = values.lengths[order], group_of_row[order], probs[order]
+
+    # pass 1: the nodes of each level (level 0 the roots, level d the prefixes of d tokens) in row order
+    levels = [(np.arange(groups), np.full(groups, -1), np.full(groups, -1), np.bincount(group_of_row, probs, groups))]
+    node = row_group.copy()  # each row's node, as an index into the last level
+    for depth in range(int(lengths.max())):
+        rows = np.flatnonzero(lengths > depth)
+        parent, token = node[rows], columns[depth, rows]
+        starts = np.ones(len(rows), dtype=bool)
+        starts[1:] = (parent[1:] != parent[:-1]) | (token[1:] != token[:-1])
+        index = np.cumsum(starts) - 1
+        node[rows] = index
+        levels.append((row_group[rows[starts]], parent[starts], token[starts], np.bincount(index, row_probs[rows])))
+
+    # pass 2: number each group's nodes level after level, and write the arrays at those numbers
+    counts = np.stack([np.bincount(level[0], minlength=groups) for level in levels])  # [level, group]
+    node_offsets = offsets(counts.sum(axis=0))
+    level_start = np.cumsum(counts, axis=0) - counts  # where a level begins in its group's trie
+    group_first = np.cumsum(counts, axis=1) - counts  # where a group begins in a level
+    num_nodes = int(node_offsets[-1])
+    node_parent, node_token = np.empty(num_nodes, np.int32), np.empty(num_nodes, np.int32)
+    node_mass = np.empty(num_nodes)
+    child_start, child_count = np.zeros(num_nodes, np.int32), np.zeros(num_nodes, np.int32)
+    value_leaf = np.empty(len(probs), np.int32)
+    above, above_at = None, None  # the local numbers and flat positions of the previous level's nodes
+    for level, (group, parent, token, mass) in enumerate(levels):
+        local = np.arange(len(group)) - group_first[level, group] + level_start[level, group]
+        at = node_offsets[group] + local
+        node_token[at], node_mass[at] = token, mass
+        if above is None:
+            node_parent[at] = -1
+        else:
+            node_parent[at] = above[parent]
+            # the parents are non-decreasing, so each node's children are one run of this level
+            first_kids = np.flatnonzero(np.concatenate(([True], parent[1:] != parent[:-1])))
+            child_start[above_at[parent[first_kids]]] = local[first_kids]
+            child_count[above_at[parent[first_kids]]] = np.diff(first_kids, append=len(parent))
+        ends_here = np.flatnonzero(lengths == level)
+        value_leaf[order[ends_here]] = local[node[ends_here]]
+        above, above_at = local, at
+    return node_offsets, {
+        "node_parent": node_parent,
+        "node_token": node_token,
+        "node_mass": node_mass,
+        "child_start": child_start,
+        "child_count": child_count,
+        "value_leaf": value_leaf,
+        "value_length": values.lengths.astype(np.int32),
+        "value_probs": probs,
+    }
+
+
+def _lexicographic_order(tokens: np.ndarray, group_of_row: np.ndarray) -> np.ndarray:
+    """The permutation that sorts rows by (group, then their tokens in order; the -1 padding first).
+
+    Tokens are replaced by their rank among the ids present, so that a row packs into one or a few
+    64-bit keys (eleven digits of 4 bits and the group fit in one), which one sort orders.
+    """
+    present = np.bincount(tokens.ravel() + 1) > 0
+    rank = (np.cumsum(present) - 1).astype(np.uint64)  # the rank of id t sits at t + 1, the padding's at 0
+    bits = max(int(rank[-1]).bit_length(), 1)
+    free = 64 - max(int(group_of_row[-1]).bit_length(), 1)
+    key, keys = group_of_row.astype(np.uint64) << np.uint64(free), []
+    for column in tokens.T:
+        if free < bits:
+            keys.append(key)
+            key, free = np.zeros(len(tokens), dtype=np.uint64), 64
+        free -= bits
+        key |= rank[column + 1] << np.uint64(free)
+    keys.append(key)
+    return np.argsort(key) if len(keys) == 1 else np.lexsort(keys[::-1])
 
 
 @dataclass(frozen=True)
@@ -239,18 +404,6 @@ class TrieSet:
     value_length: np.ndarray
     value_probs: np.ndarray
     metadata: dict[str, str | int] = field(default_factory=dict)  # tokenizer, decimals, max_bins
-
-    @classmethod
-    def from_tries(cls, ids: Sequence[str], tries: Iterable[Trie], **metadata: str | int) -> TrieSet:
-        """Concatenate tries (any iterable, consumed once), with bounded peak memory."""
-        arrays, sizes = concatenate_fields(tries, _ARRAYS)
-        return cls(
-            ids=np.array(ids, dtype=str),
-            node_offsets=offsets(sizes["node_parent"]),
-            value_offsets=offsets(sizes["value_probs"]),
-            **arrays,
-            metadata=metadata,
-        )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -318,13 +471,14 @@ def trie_of_space(tokenizer, space: OutputSpace) -> Trie:
 def trie_set_for_spaces(tokenizer, spaces: SpaceSet) -> TrieSet:
     """The tries of every space of a SpaceSet.
 
-    A string that several prompts share (integers, round values) is encoded once: all distinct strings
-    go through the tokenizer in a few large batches, then each prompt's trie is built from its rows.
+    All strings are tokenized in one call (`tokenize_values` encodes a string that several prompts share
+    once), then each prompt's trie is built from its rows.
     """
-    distinct, row_of_value = np.unique(spaces.values, return_inverse=True)
-    tokenized = tokenize_values(tokenizer, distinct)
-    tries = (
-        build_trie(tokenized[row_of_value[spaces.offsets[i] : spaces.offsets[i + 1]]], spaces.space(i).probs)
-        for i in tqdm(range(len(spaces)), desc="tries", unit="prompt", mininterval=2)
+    node_offsets, arrays = build_tries(tokenize_values(tokenizer, spaces.values), spaces.probs, spaces.offsets)
+    return TrieSet(
+        ids=spaces.ids,
+        node_offsets=node_offsets,
+        value_offsets=spaces.offsets,
+        **arrays,
+        metadata={**spaces.metadata, "tokenizer": tokenizer.name_or_path},
     )
-    return TrieSet.from_tries(spaces.ids, tries, **spaces.metadata, tokenizer=tokenizer.name_or_path)

@@ -1,3 +1,4 @@
+import copy
 import itertools
 
 import numpy as np
@@ -199,3 +200,87 @@ def test_tokenizers_whose_pieces_are_not_independent_are_encoded_string_by_strin
     # a value holding the EOS text itself
     strings = ["0.5", "1</s>2", "3"]
     assert _rows(tokenize_values(bpe_tokenizer, strings)) == _alone(bpe_tokenizer, strings)
+
+
+def _spy(monkeypatch, name: str) -> list:
+    """Record the results of the trie module's function `name`."""
+    results, function = [], getattr(trie_module, name)
+    monkeypatch.setattr(trie_module, name, lambda *args: results.append(function(*args)) or results[-1])
+    return results
+
+
+@pytest.mark.parametrize(("pipeline", "by_character"), [("qwen3", True), ("llama3", False), ("gemma3", False)])
+def test_one_token_per_character_is_taken_only_where_it_is_exact(pipeline, by_character, sample_spaces, monkeypatch):
+    tokenizer = make_bpe_tokenizer()  # its merges join digits: only a pre-tokenizer that splits them keeps them apart
+    tokenizer.backend_tokenizer.normalizer, tokenizer.backend_tokenizer.pre_tokenizer = PIPELINES[pipeline]
+    strings = np.unique(sample_spaces.values)
+    assert len(strings) >= trie_module._BY_CHARACTER_MIN
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, [s.decode() for s in strings.tolist()])
+    assert (results[0] is not None) == by_character
+
+
+def test_one_token_per_character_for_the_tiny_tokenizer(tiny_tokenizer, sample_spaces, monkeypatch):
+    strings = [s.decode() for s in np.unique(sample_spaces.values).tolist()]
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tiny_tokenizer, strings)) == _alone(tiny_tokenizer, strings)  # str input
+    assert results[0] is not None
+
+
+def test_one_token_per_character_is_refused_when_a_character_is_not_one_token(monkeypatch):
+    # a Metaspace adds "▁" in front of each text: "7" alone is "▁7" or "▁" "7", never the "7" inside "17"
+    tokenizer = make_bpe_tokenizer()
+    tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    strings = [f"{k / 100:.2f}" for k in range(-2500, 2500)]
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    assert results == [None]
+
+
+def test_one_token_per_character_checks_pairs_and_triples(tiny_tokenizer, monkeypatch):
+    # a tokenizer whose digits are single tokens, except that "42" is one added token: found by the pairs,
+    # even though no string of the spread holds it
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.add_tokens(["42"])
+    strings = [f"{k}.0" for k in range(5000) if "42" not in str(k)]
+    strings.insert(1, "1.42")  # not among the strings the check encodes (it spreads them from the first to the last)
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    assert results == [None]
+
+
+def test_tries_built_in_parts_equal_tries_built_at_once(tiny_tokenizer, sample_spaces, monkeypatch):
+    whole = trie_set_for_spaces(tiny_tokenizer, sample_spaces)
+    monkeypatch.setattr(trie_module, "_BUILT_TOGETHER", 3000)  # several parts, cut between prompts
+    parts = trie_set_for_spaces(tiny_tokenizer, sample_spaces)
+    for name in ("node_offsets", "node_parent", "node_token", "child_start", "child_count", "value_leaf"):
+        np.testing.assert_array_equal(getattr(parts, name), getattr(whole, name))
+    np.testing.assert_allclose(parts.node_mass, whole.node_mass, rtol=1e-12)
+    # and each prompt's trie is the one built from its values alone
+    tokenized = tokenize_values(tiny_tokenizer, sample_spaces.values)
+    for i in (0, 7, len(sample_spaces) - 1):
+        rows = slice(sample_spaces.offsets[i], sample_spaces.offsets[i + 1])
+        alone, together = build_trie(tokenized[rows], sample_spaces.probs[rows]), whole.trie(i)
+        np.testing.assert_array_equal(alone.node_parent, together.node_parent)
+        np.testing.assert_array_equal(alone.child_start, together.child_start)
+        np.testing.assert_array_equal(alone.value_leaf, together.value_leaf)
+
+
+def test_rows_are_ordered_by_group_then_tokens_with_many_keys(rng):
+    # token ids up to 150000 (18 bits) and rows of 9 tokens: three 64-bit keys
+    tokens = rng.integers(0, 150_000, size=(3000, 9)).astype(np.int32)
+    tokens[:, 2] = rng.integers(0, 3, size=3000)  # many rows share their first tokens
+    tokens[:, 0] = rng.integers(0, 2, size=3000)
+    tokens[rng.random((3000, 9)) < 0.1] = -1
+    groups = np.sort(rng.integers(0, 5, size=3000))
+    order = trie_module._lexicographic_order(tokens, groups)
+    expected = sorted(range(3000), key=lambda r: (groups[r], *tokens[r].tolist()))
+    assert [(groups[r], *tokens[r].tolist()) for r in order] == [(groups[r], *tokens[r].tolist()) for r in expected]
+
+
+def test_one_token_per_character_is_refused_for_a_byte_outside_the_table(tiny_tokenizer, monkeypatch):
+    strings = [f"{k / 10:.1f}" for k in range(5000)]
+    strings[3] = "1\x002"  # a NUL inside a string, where the NULs of an "S" array only pad
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tiny_tokenizer, strings)) == _alone(tiny_tokenizer, strings)
+    assert results == [None]
