@@ -54,14 +54,31 @@ def build_output_space(family_id: str, params: Mapping[str, float], decimals: in
 
     check_space_settings(decimals, max_bins)
     fam = family(family_id)
-    law = fam.law(params)
+    law = _Law(fam.distribution, fam.scipy_params(params))
     support = fam.support(params)
     if fam.integer:
         return _integer_space(law, support, max_bins)
     return _continuous_space(law, support, decimals, max_bins)
 
 
-def _continuous_space(law, support: tuple[float, float], decimals: int, max_bins: int) -> OutputSpace:
+@dataclass(frozen=True)
+class _Law:
+    """The methods of a frozen SciPy law that a space needs, without freezing it (`Family.distribution`)."""
+
+    distribution: object
+    params: dict[str, float]
+
+    def ppf(self, q):
+        return self.distribution.ppf(q, **self.params)
+
+    def cdf(self, x):
+        return self.distribution.cdf(x, **self.params)
+
+    def pmf(self, k):
+        return self.distribution.pmf(k, **self.params)
+
+
+def _continuous_space(law: _Law, support: tuple[float, float], decimals: int, max_bins: int) -> OutputSpace:
     lower = max(float(law.ppf(QUANTILE_RANGE[0])), support[0])
     upper = min(float(law.ppf(QUANTILE_RANGE[1])), support[1])
     if not (math.isfinite(lower) and math.isfinite(upper)) or lower >= upper:
@@ -86,7 +103,7 @@ def _continuous_space(law, support: tuple[float, float], decimals: int, max_bins
     return OutputSpace(format_grid(ks, decimals), _normalize(masses))
 
 
-def _integer_space(law, support: tuple[float, float], max_bins: int) -> OutputSpace:
+def _integer_space(law: _Law, support: tuple[float, float], max_bins: int) -> OutputSpace:
     lo = math.floor(support[0]) if math.isfinite(support[0]) else math.floor(law.ppf(QUANTILE_RANGE[0]))
     hi = math.ceil(support[1]) if math.isfinite(support[1]) else math.ceil(law.ppf(QUANTILE_RANGE[1]))
     ks = np.arange(lo, hi + 1, dtype=np.int64)[:max_bins]
