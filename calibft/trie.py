@@ -245,20 +245,20 @@ def _pad(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def build_trie(values: TokenizedValues, probs: np.ndarray) -> Trie:
     """The trie of tokenized values with masses `probs`."""
-    return Trie(**build_tries(values, probs, np.array([0, len(probs)]))[1])
+    return Trie(**_build_group_tries(values, np.asarray(probs, dtype=np.float64), np.array([0, len(probs)]))[1])
 
 
 # values per call of `_build_group_tries`: its arrays stay in the CPU's cache, its temporaries stay small
 _BUILT_TOGETHER = 65536
 
 
-def build_tries(
+def build_trie_parts(
     values: TokenizedValues, probs: np.ndarray, value_offsets: np.ndarray
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The tries of consecutive groups of values (group i owns rows value_offsets[i]:value_offsets[i+1]):
-    node_offsets, and the arrays of `Trie` concatenated (indices local to each group).
-
-    Built `_BUILT_TOGETHER` values at a time (whole groups), then concatenated field by field.
+) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The tries of consecutive groups of values (group i owns rows value_offsets[i]:value_offsets[i+1]),
+    built `_BUILT_TOGETHER` values at a time (whole groups): for each part, its node_offsets and the
+    arrays of `Trie` concatenated (indices local to each group). `TrieSet.from_parts` joins them; the
+    values can be freed in between.
     """
     probs = np.asarray(probs, dtype=np.float64)
     value_offsets = np.asarray(value_offsets, dtype=np.int64)
@@ -268,14 +268,13 @@ def build_tries(
     for first, last in itertools.pairwise(cuts.tolist()):
         rows = slice(value_offsets[first], value_offsets[last])
         parts.append(_build_group_tries(values[rows], probs[rows], value_offsets[first : last + 1] - rows.start))
-    node_offsets = offsets(np.concatenate([np.diff(part_offsets) for part_offsets, _ in parts]))
-    return node_offsets, {name: np.concatenate([arrays.pop(name) for _, arrays in parts]) for name in _ARRAYS}
+    return parts
 
 
 def _build_group_tries(
     values: TokenizedValues, probs: np.ndarray, value_offsets: np.ndarray
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """`build_tries` of some groups, all at once.
+    """The tries of some groups (as `build_trie_parts`), all at once.
 
     The rows are sorted once by (group, first token, second token, ...). Then the rows that share a
     prefix are contiguous, so each depth's nodes come from one scan: a node starts wherever a row's
@@ -405,6 +404,23 @@ class TrieSet:
     value_probs: np.ndarray
     metadata: dict[str, str | int] = field(default_factory=dict)  # tokenizer, decimals, max_bins
 
+    @classmethod
+    def from_parts(
+        cls,
+        ids: Sequence[str],
+        value_offsets: np.ndarray,
+        parts: list[tuple[np.ndarray, dict[str, np.ndarray]]],
+        **metadata: str | int,
+    ) -> TrieSet:
+        """Join the parts that `build_trie_parts` made of these values (emptied as they are joined)."""
+        return cls(
+            ids=np.array(ids, dtype=str),
+            node_offsets=offsets(np.concatenate([np.diff(part_offsets) for part_offsets, _ in parts])),
+            value_offsets=np.asarray(value_offsets, dtype=np.int64),
+            **{name: np.concatenate([arrays.pop(name) for _, arrays in parts]) for name in _ARRAYS},
+            metadata=metadata,
+        )
+
     def __len__(self) -> int:
         return len(self.ids)
 
@@ -472,13 +488,7 @@ def trie_set_for_spaces(tokenizer, spaces: SpaceSet) -> TrieSet:
     """The tries of every space of a SpaceSet.
 
     All strings are tokenized in one call (`tokenize_values` encodes a string that several prompts share
-    once), then each prompt's trie is built from its rows.
+    once), then the tries are built in parts, which are joined once the tokens are freed.
     """
-    node_offsets, arrays = build_tries(tokenize_values(tokenizer, spaces.values), spaces.probs, spaces.offsets)
-    return TrieSet(
-        ids=spaces.ids,
-        node_offsets=node_offsets,
-        value_offsets=spaces.offsets,
-        **arrays,
-        metadata={**spaces.metadata, "tokenizer": tokenizer.name_or_path},
-    )
+    parts = build_trie_parts(tokenize_values(tokenizer, spaces.values), spaces.probs, spaces.offsets)
+    return TrieSet.from_parts(spaces.ids, spaces.offsets, parts, **spaces.metadata, tokenizer=tokenizer.name_or_path)

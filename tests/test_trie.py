@@ -253,6 +253,14 @@ def test_tries_built_in_parts_equal_tries_built_at_once(tiny_tokenizer, sample_s
     whole = trie_set_for_spaces(tiny_tokenizer, sample_spaces)
     monkeypatch.setattr(trie_module, "_BUILT_TOGETHER", 3000)  # several parts, cut between prompts
     parts = trie_set_for_spaces(tiny_tokenizer, sample_spaces)
+    assert (
+        len(
+            trie_module.build_trie_parts(
+                tokenize_values(tiny_tokenizer, sample_spaces.values), sample_spaces.probs, sample_spaces.offsets
+            )
+        )
+        > 3
+    )
     for name in ("node_offsets", "node_parent", "node_token", "child_start", "child_count", "value_leaf"):
         np.testing.assert_array_equal(getattr(parts, name), getattr(whole, name))
     np.testing.assert_allclose(parts.node_mass, whole.node_mass, rtol=1e-12)
