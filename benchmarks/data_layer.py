@@ -17,12 +17,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -103,12 +102,20 @@ def _save_tiny_tokenizer(out: str) -> None:
     train_tokenizer(training_chats(), settings.vocab_size, settings.max_position_embeddings).save_pretrained(out)
 
 
+JOBS = {job.__name__: job for job in (spaces_job, trie_job, _save_tiny_tokenizer)}
+
+
 def _in_fresh_process(fn, *args):
-    """Run fn(*args) in a new interpreter, as a workflow job; its result and its wall time."""
+    """Run fn(*args) in a new interpreter, as Snakemake runs a script job; its result and its wall time.
+
+    A plain `python` subprocess, not a multiprocessing "spawn" child: such a child would also spawn the
+    workers of an output-space job (fresh interpreters that import SciPy again), where a workflow job forks.
+    """
     start = time.perf_counter()
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as job:
-        result = job.submit(fn, *args).result()
-    return result, time.perf_counter() - start
+    job = subprocess.run(
+        [sys.executable, __file__, "--job", fn.__name__, *map(str, args)], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return json.loads(job.stdout.splitlines()[-1]), time.perf_counter() - start
 
 
 def _per_item(build, items) -> tuple[list, float, float]:
@@ -121,6 +128,10 @@ def _per_item(build, items) -> tuple[list, float, float]:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--job"]:  # one job, in the interpreter that `_in_fresh_process` started
+        name, *args = sys.argv[2:]
+        print(json.dumps(JOBS[name](*(int(a) if a.isdigit() else a for a in args))))
+        return
     from calibft.models import load_tokenizer
     from calibft.output_space import build_output_space
     from calibft.trie import trie_of_space
