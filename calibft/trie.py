@@ -112,9 +112,9 @@ def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 
 
 # below this many strings the check of `_encode_by_character` costs more than the table saves
 _BY_CHARACTER_MIN = 4096
-# the check's strings of two and three characters grow as the cube of the alphabet; numbers use 12 characters
+# canonical numbers use 12 characters; strings of more kinds of characters are left to the tokenizer
 _BY_CHARACTER_ALPHABET = 16
-# strings of the input whose encoding `_encode_by_character` checks, besides those of two and three characters
+# strings of the input whose encoding `_encode_by_character` checks, besides their runs of two and three characters
 _BY_CHARACTER_CHECKED = 1024
 
 
@@ -125,9 +125,10 @@ def _encode_by_character(tokenizer, values: np.ndarray) -> TokenizedValues | Non
     canonical string as one token per character: the sign, each digit, the point. A lookup table over the
     strings' bytes then replaces the tokenizer, which spends about 10 µs on each string. The table holds
     when the tokenizer encodes, each alone: every character of the strings' alphabet as one token; every
-    string of two and three of these characters as their tokens in a row (a merge of two characters, a
-    pre-tokenizer that keeps runs of digits together as Llama-3's does, or a prefix that a Metaspace adds
-    to a text's first piece shows there); and a spread of the strings themselves.
+    run of two and of three characters found inside the strings as their tokens in a row (a merge of two
+    characters, a pre-tokenizer that keeps runs of digits together as Llama-3's does, or a prefix that a
+    Metaspace adds to a text's first piece shows there); and a spread of the strings themselves. Runs that
+    no string holds ("--", "..") are not asked: a tokenizer may well merge them.
     """
     if values.dtype.kind == "U":
         try:
@@ -149,8 +150,7 @@ def _encode_by_character(tokenizer, values: np.ndarray) -> TokenizedValues | Non
     table = np.full(256, -1, dtype=np.int32)
     table[alphabet] = ids[0::2]
     spread = np.unique(np.linspace(0, len(values) - 1, _BY_CHARACTER_CHECKED).astype(np.int64))
-    checked = ["".join(chars) for k in (2, 3) for chars in itertools.product(characters, repeat=k)]
-    checked += np.strings.decode(values[spread], "ascii").tolist()
+    checked = _runs_of_two_and_three(values, alphabet) + np.strings.decode(values[spread], "ascii").tolist()
     ids, lengths = _encode_each(tokenizer, checked)
     expected = _look_up(table, np.array(checked, dtype="S"), tokenizer.eos_token_id)
     if expected is None or not np.array_equal(lengths, expected.lengths):
@@ -158,6 +158,23 @@ def _encode_by_character(tokenizer, values: np.ndarray) -> TokenizedValues | Non
     if not np.array_equal(ids, expected.tokens[expected.tokens >= 0]):
         return None
     return _look_up(table, values, tokenizer.eos_token_id)
+
+
+def _runs_of_two_and_three(values: np.ndarray, alphabet: np.ndarray) -> list[str]:
+    """Every distinct run of two and of three characters inside the strings of an "S" array whose bytes,
+    NUL padding aside, all lie in `alphabet`."""
+    pad = len(alphabet)  # the characters are digits 0..pad-1 of a number in base pad+1; the padding is pad
+    digit = np.full(256, pad, dtype=np.uint16)  # codes below (pad+1)**3 <= 17**3
+    digit[alphabet] = np.arange(pad)
+    seen = np.zeros((pad + 1) ** 3, dtype=bool)
+    for chunk in _row_chunks(_bytes_of(values)):
+        # two more padding columns: every run of two then starts a run of three
+        digits = np.pad(digit[chunk], ((0, 0), (0, 2)), constant_values=pad)
+        seen[((digits[:, :-2] * (pad + 1) + digits[:, 1:-1]) * (pad + 1) + digits[:, 2:]).ravel()] = True
+    runs = np.flatnonzero(seen)[:, None] // (pad + 1) ** np.arange(2, -1, -1) % (pad + 1)
+    twos = np.unique(runs[(runs[:, :2] < pad).all(axis=1), :2], axis=0)
+    threes = runs[(runs < pad).all(axis=1)]
+    return ["".join(map(chr, alphabet[run])) for runs_of_one_length in (twos, threes) for run in runs_of_one_length]
 
 
 # rows of a large array handled at a time, so that temporaries stay small

@@ -249,6 +249,26 @@ def test_one_token_per_character_checks_pairs_and_triples(tiny_tokenizer, monkey
     assert results == [None]
 
 
+def test_one_token_per_character_does_not_ask_about_runs_that_no_string_holds(tiny_tokenizer, monkeypatch):
+    # large vocabularies merge runs of punctuation such as "--" and "..", which no number holds
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.add_tokens(["--", ".."])
+    strings = [f"{k / 100:.2f}" for k in range(-2500, 2500)]
+    results = _spy(monkeypatch, "_encode_by_character")
+    assert _rows(tokenize_values(tokenizer, strings)) == _alone(tokenizer, strings)
+    assert results[0] is not None
+
+
+def test_runs_of_two_and_three_characters(sample_spaces):
+    values = sample_spaces.values[::7]
+    expected = {
+        s[i : i + n] for s in (v.decode() for v in values.tolist()) for n in (2, 3) for i in range(len(s) - n + 1)
+    }
+    runs = trie_module._runs_of_two_and_three(values, np.array([ord(c) for c in "-.0123456789"]))
+    assert len(runs) == len(set(runs)) and set(runs) == expected
+    assert trie_module._runs_of_two_and_three(np.array([b"7", b"8"]), np.array([ord("7"), ord("8")])) == []
+
+
 def test_tries_built_in_parts_equal_tries_built_at_once(tiny_tokenizer, sample_spaces, monkeypatch):
     whole = trie_set_for_spaces(tiny_tokenizer, sample_spaces)
     monkeypatch.setattr(trie_module, "_BUILT_TOGETHER", 3000)  # several parts, cut between prompts
