@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from tokenizers import Encoding
+from tqdm import tqdm
 
 from calibft.io import load_npz, save_npz
 from calibft.output_space import OutputSpace, SpaceSet
@@ -82,7 +83,8 @@ def tokenize_values(tokenizer, values: Sequence[str] | np.ndarray, chunk: int = 
     """Every canonical string (str, or ASCII bytes) encoded alone, no special tokens, EOS appended.
 
     Where the tokenizer gives each character of these strings a token of its own (Qwen3's, the tiny
-    model's), a table of one token per character replaces it (`_encode_by_character`). Otherwise batched
+    model's), a table of one token per character replaces it (`_encode_by_character`, for inputs of at
+    least `_BY_CHARACTER_MIN` strings). Otherwise each distinct string is encoded once, and batched
     calls of `chunk` strings keep the tokenizer's own buffers small. A Rust ("fast") tokenizer
     encodes each batch on every core, 256 strings to a text (`_encode_joined`) unless a batch shows that
     its pieces are not independent; then it, and a tokenizer without a Rust backend, encode one string
@@ -282,9 +284,11 @@ def build_trie_parts(
     cuts = np.searchsorted(value_offsets, np.arange(0, value_offsets[-1], _BUILT_TOGETHER), side="right") - 1
     cuts = np.unique(np.append(cuts, len(value_offsets) - 1))
     parts = []
-    for first, last in itertools.pairwise(cuts.tolist()):
-        rows = slice(value_offsets[first], value_offsets[last])
-        parts.append(_build_group_tries(values[rows], probs[rows], value_offsets[first : last + 1] - rows.start))
+    with tqdm(total=int(value_offsets[-1]), desc="tries", unit="value", unit_scale=True, mininterval=2) as progress:
+        for first, last in itertools.pairwise(cuts.tolist()):
+            rows = slice(value_offsets[first], value_offsets[last])
+            parts.append(_build_group_tries(values[rows], probs[rows], value_offsets[first : last + 1] - rows.start))
+            progress.update(rows.stop - rows.start)
     return parts
 
 
