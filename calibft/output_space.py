@@ -21,6 +21,7 @@ from calibft.io import load_npz, save_npz
 from calibft.ragged import concatenate_fields, index_of, offsets, sample_segments
 
 if TYPE_CHECKING:
+    from calibft.families import UnfrozenLaw
     from calibft.grid import Prompt
 
 QUANTILE_RANGE = (0.001, 0.999)
@@ -54,31 +55,14 @@ def build_output_space(family_id: str, params: Mapping[str, float], decimals: in
 
     check_space_settings(decimals, max_bins)
     fam = family(family_id)
-    law = _Law(fam.distribution, fam.scipy_params(params))
+    law = fam.unfrozen_law(params)
     support = fam.support(params)
     if fam.integer:
         return _integer_space(law, support, max_bins)
     return _continuous_space(law, support, decimals, max_bins)
 
 
-@dataclass(frozen=True)
-class _Law:
-    """The methods of a frozen SciPy law that a space needs, without freezing it (`Family.distribution`)."""
-
-    distribution: object
-    params: dict[str, float]
-
-    def ppf(self, q):
-        return self.distribution.ppf(q, **self.params)
-
-    def cdf(self, x):
-        return self.distribution.cdf(x, **self.params)
-
-    def pmf(self, k):
-        return self.distribution.pmf(k, **self.params)
-
-
-def _continuous_space(law: _Law, support: tuple[float, float], decimals: int, max_bins: int) -> OutputSpace:
+def _continuous_space(law: UnfrozenLaw, support: tuple[float, float], decimals: int, max_bins: int) -> OutputSpace:
     lower = max(float(law.ppf(QUANTILE_RANGE[0])), support[0])
     upper = min(float(law.ppf(QUANTILE_RANGE[1])), support[1])
     if not (math.isfinite(lower) and math.isfinite(upper)) or lower >= upper:
@@ -103,7 +87,7 @@ def _continuous_space(law: _Law, support: tuple[float, float], decimals: int, ma
     return OutputSpace(format_grid(ks, decimals), _normalize(masses))
 
 
-def _integer_space(law: _Law, support: tuple[float, float], max_bins: int) -> OutputSpace:
+def _integer_space(law: UnfrozenLaw, support: tuple[float, float], max_bins: int) -> OutputSpace:
     lo = math.floor(support[0]) if math.isfinite(support[0]) else math.floor(law.ppf(QUANTILE_RANGE[0]))
     hi = math.ceil(support[1]) if math.isfinite(support[1]) else math.ceil(law.ppf(QUANTILE_RANGE[1]))
     ks = np.arange(lo, hi + 1, dtype=np.int64)[:max_bins]

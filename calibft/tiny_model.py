@@ -172,7 +172,7 @@ class Chat:
 def number_answer(family_id: str, params: Mapping[str, float], decimals: int = ANSWER_DECIMALS) -> str:
     """The collapsed answer to a number request: the law's median, an integer for integer families."""
     family = FAMILIES[family_id]
-    median = float(family.law(params).median())
+    median = float(family.unfrozen_law(params).median())
     if family.integer:
         return str(round(median))
     return f"{round(median, decimals) + 0.0:.{decimals}f}"  # + 0.0 turns -0.0 into 0.0
