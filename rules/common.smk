@@ -354,7 +354,7 @@ def noveltybench_scoring_job(wildcards, input, output):
         "classifier_tokenizer": evaluator_source("classifier_tokenizer"),
         "reward_model": evaluator_source("reward_model"),
         "precision": config["evaluation"]["precision"],
-        "out_dir": os.path.dirname(output.metrics),
+        "out_dir": os.path.dirname(output.summary),
         "reward_batch_size": NOVELTYBENCH["reward_batch_size"],
         "checkpoint_dir": f"results/checkpoints/eval/{wildcards.model}/{wildcards.cond}/noveltybench_scores/{wildcards.nb_split}",
     }
@@ -416,7 +416,7 @@ def tinybench_job(wildcards, input, output):
         irt_params=input.params,
         batch_size=TINYBENCH["batch_size"],
         max_new_tokens=TINYBENCH["max_new_tokens"],
-        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/tinybenchmarks",
+        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/tinybench",
     )
     return json.dumps(job)
 
@@ -644,16 +644,16 @@ def noveltybench_scores():
     ]
 
 
-def gpirt_metrics():
+def tinybench_summaries():
     return [
-        f"results/eval/{model}/{cond}/tinybenchmarks/gpirt.json"
+        f"results/eval/{model}/{cond}/tinybench/summary.json"
         for model, cond in structured_runs()
     ]
 
 
-def paloma_metrics():
+def paloma_summaries():
     return [
-        f"results/eval/{model}/{cond}/paloma/metrics.json"
+        f"results/eval/{model}/{cond}/paloma/summary.json"
         for model, cond in structured_runs()
     ]
 
@@ -674,10 +674,10 @@ def eval_outputs():
         if path not in structured
     ]
     noveltybench = [
-        path.replace("scores.jsonl", "metrics.json") for path in noveltybench_scores()
+        path.replace("scores.jsonl", "summary.json") for path in noveltybench_scores()
     ]
     transfer = open_ended_metrics() + mcq_metrics() + noveltybench
-    return structured + transfer + gpirt_metrics() + paloma_metrics()
+    return structured + transfer + tinybench_summaries() + paloma_summaries()
 
 
 CONDITION_TITLES = {
@@ -745,9 +745,9 @@ def retention_inputs(wildcards):
     name = getattr(wildcards, "table", None) or wildcards.figure
     inputs = {}
     if "paloma" not in name:
-        inputs["tinybench"] = gpirt_metrics()
+        inputs["tinybench"] = tinybench_summaries()
     if "paloma" in name or name == "retention_transfer_summary":
-        inputs["paloma"] = paloma_metrics()
+        inputs["paloma"] = paloma_summaries()
     return inputs
 
 

@@ -81,7 +81,7 @@ rule mcq_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples="results/eval/{model}/{cond}/mcq/samples.jsonl.gz",
+        generations="results/eval/{model}/{cond}/mcq/generations.jsonl.gz",
         metrics="results/eval/{model}/{cond}/mcq/metrics.json",
     log:
         "logs/eval/{model}/{cond}/mcq.log",
@@ -131,8 +131,9 @@ rule noveltybench_score:
         generations="results/eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz",
         evaluators=evaluator_folders,
     output:
+        partitions="results/eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl",
         scores="results/eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl",
-        metrics="results/eval/{model}/{cond}/noveltybench/{nb_split}/metrics.json",
+        summary="results/eval/{model}/{cond}/noveltybench/{nb_split}/summary.json",
     log:
         "logs/eval/{model}/{cond}/noveltybench/{nb_split}_score.log",
     benchmark:
@@ -157,15 +158,15 @@ rule tinybench_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        gpirt="results/eval/{model}/{cond}/tinybenchmarks/gpirt.json",
+        summary="results/eval/{model}/{cond}/tinybench/summary.json",
         scores=expand(
-            "results/eval/{{model}}/{{cond}}/tinybenchmarks/{task}/scores.json",
+            "results/eval/{{model}}/{{cond}}/tinybench/{task}/scores.json",
             task=TINYBENCH["tasks"],
         ),
     log:
-        "logs/eval/{model}/{cond}/tinybenchmarks.log",
+        "logs/eval/{model}/{cond}/tinybench.log",
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/tinybenchmarks.tsv"
+        "benchmarks/results/eval/{model}/{cond}/tinybench.tsv"
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -187,7 +188,7 @@ rule paloma_eval:
         model=model_files,
     output:
         documents="results/eval/{model}/{cond}/paloma/documents.jsonl.gz",
-        metrics="results/eval/{model}/{cond}/paloma/metrics.json",
+        summary="results/eval/{model}/{cond}/paloma/summary.json",
     log:
         "logs/eval/{model}/{cond}/paloma.log",
     benchmark:

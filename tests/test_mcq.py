@@ -165,7 +165,7 @@ def mcq_run(tmp_path_factory, briefly_trained_model):
 
 def test_mcq_job_stores_every_generation_and_recomputable_metrics(mcq_run):
     root, _ = mcq_run
-    records = read_jsonl(root / "base" / "samples.jsonl.gz")
+    records = read_jsonl(root / "base" / "generations.jsonl.gz")
     assert [r["index"] for r in records] == list(range(24))
     assert all(r["answer"] is None and r["reason"] for r in records)  # a tiny model writes no MCQ
     metrics = json.loads((root / "base" / "metrics.json").read_text())
@@ -180,7 +180,8 @@ def test_mcq_job_stores_every_generation_and_recomputable_metrics(mcq_run):
 def test_mcq_job_is_reproducible_from_its_seed(mcq_run):
     root, job = mcq_run
     run(replace(job, out_dir=str(root / "again")))
-    assert (root / "again" / "samples.jsonl.gz").read_bytes() == (root / "base" / "samples.jsonl.gz").read_bytes()
+    again, first = root / "again" / "generations.jsonl.gz", root / "base" / "generations.jsonl.gz"
+    assert again.read_bytes() == first.read_bytes()
     run(replace(job, out_dir=str(root / "other"), seed=4))
-    texts = [r["text"] for r in read_jsonl(root / "other" / "samples.jsonl.gz")]
-    assert texts != [r["text"] for r in read_jsonl(root / "base" / "samples.jsonl.gz")]
+    texts = [r["text"] for r in read_jsonl(root / "other" / "generations.jsonl.gz")]
+    assert texts != [r["text"] for r in read_jsonl(root / "base" / "generations.jsonl.gz")]

@@ -191,10 +191,11 @@ def test_scores_recompute_from_the_generations_and_the_evaluators(scored, evalua
             first = row["class_ids"].index(c)
             if first != i:
                 assert equivalent(row["generations"][first], row["generations"][i], classify)
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["evaluation"] == "noveltybench" and metrics["split"] == "curated" and metrics["n_prompts"] == 3
-    assert metrics["utility"] == pytest.approx(np.mean([r["utility"] for r in rows]))
-    assert metrics["distinct"] == pytest.approx(np.mean([r["distinct"] for r in rows]))
+    assert read_jsonl(out / "partitions.jsonl") == [{"id": r["id"], "class_ids": r["class_ids"]} for r in rows]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluation"] == "noveltybench" and summary["split"] == "curated" and summary["n_prompts"] == 3
+    assert summary["utility"] == pytest.approx(np.mean([r["utility"] for r in rows]))
+    assert summary["distinct"] == pytest.approx(np.mean([r["distinct"] for r in rows]))
 
 
 def test_scoring_is_deterministic(scored):

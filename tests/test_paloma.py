@@ -193,7 +193,7 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
         assert (record["nll"], record["tokens"]) == pytest.approx(document_nll(model, doc, 8, 4), rel=1e-6)
     assert records[2]["bytes"] == len("café ☕ naïve") + 1 + 2 + 1  # é, ï two bytes, ☕ three
 
-    metrics = json.loads((workdir / "base" / "metrics.json").read_text())
+    metrics = json.loads((workdir / "base" / "summary.json").read_text())
     assert metrics["evaluation"] == "paloma" and metrics["job"]["window"] == 8
     assert list(metrics["slices"]) == ["ptb", "c4_en"]
     for name in ("ptb", "c4_en"):
@@ -218,7 +218,7 @@ def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_mo
     kept = [r for r in full if r["index"] < 2]
     for got, expected in zip(records, kept, strict=True):
         assert got["nll"] == pytest.approx(expected["nll"], rel=1e-6)
-    assert json.loads((workdir / "two" / "metrics.json").read_text())["pooled"]["documents"] == 4
+    assert json.loads((workdir / "two" / "summary.json").read_text())["pooled"]["documents"] == 4
 
 
 class WithBos:
@@ -262,8 +262,8 @@ def test_an_interrupted_run_resumes_from_its_finished_slices(workdir, briefly_tr
     monkeypatch.setattr(paloma, "slice_records", fail_on("ptb"))  # ptb must come from its checkpoint
     run(job)
     assert not (workdir / "checkpoints").exists()
-    resumed = json.loads((workdir / "resumed" / "metrics.json").read_text())
-    complete = json.loads((workdir / "base" / "metrics.json").read_text())
+    resumed = json.loads((workdir / "resumed" / "summary.json").read_text())
+    complete = json.loads((workdir / "base" / "summary.json").read_text())
     assert resumed["pooled"] == pytest.approx(complete["pooled"], rel=1e-6)
 
 

@@ -63,7 +63,7 @@ BYTES = {"ptb": 2000, "wikitext_103": 4000}
 
 
 def gpirt_run(model, condition, scores, mean=None):
-    """A gpirt.json; its stored mean is the tasks' mean unless `mean` is given."""
+    """A TinyBenchmarks summary.json; its stored mean is the tasks' mean unless `mean` is given."""
     tasks = {task: {"irt": v, "pirt": v, "gpirt": v, "accuracy": v} for task, v in scores.items()}
     stored = sum(scores.values()) / len(scores) if mean is None else mean
     return {"model": model, "condition": condition, "tasks": tasks, "mean_gpirt": stored}
@@ -82,7 +82,7 @@ def totals(nll, tokens, n_bytes, documents=3):
 
 
 def paloma_run(model, condition, perplexities, tokens, n_bytes=BYTES):
-    """A PALOMA metrics.json whose slices have the given perplexities (nll = tokens · ln perplexity)."""
+    """A PALOMA summary.json whose slices have the given perplexities (nll = tokens · ln perplexity)."""
     slices = {name: totals(tokens[name] * math.log(p), tokens[name], n_bytes[name]) for name, p in perplexities.items()}
     pooled = totals(
         sum(s["nll"] for s in slices.values()),

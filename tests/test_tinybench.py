@@ -449,8 +449,8 @@ def test_gpirt_json_estimates_every_task_from_its_item_scores(tmp_path, briefly_
     params_file = write_synthetic_params(tmp_path / "irt.pkl", seed=5, n_seen=2)
     tinybench.run(_job(tmp_path, briefly_trained_model, list(ROWS), "out", irt_params=str(params_file)))
     params = load_params(params_file)
-    result = json.loads((tmp_path / "out" / "gpirt.json").read_text())
-    assert list(result["tasks"]) == list(GPIRT_ROWS) and result["evaluation"] == "tinybenchmarks"
+    result = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(result["tasks"]) == list(GPIRT_ROWS) and result["evaluation"] == "tinybench"
     for row, estimated in result["tasks"].items():
         task, metric = GPIRT_ROWS[row]
         column = json.loads((tmp_path / "out" / task / "scores.json").read_text())["metrics"][metric]

@@ -536,7 +536,7 @@ def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
     for cond in CONDITIONS:
         folder = demo_data / "results" / "eval" / "tiny" / cond
         mcq = json.loads((folder / "mcq" / "metrics.json").read_text())
-        samples = read_jsonl(folder / "mcq" / "samples.jsonl.gz")
+        samples = read_jsonl(folder / "mcq" / "generations.jsonl.gz")
         assert len(samples) == mcq["n"] == 200
         assert {k: mcq[k] for k in ("parsed", "tv", "failures")} == {
             k: v for k, v in mcq_score(samples).items() if k in ("parsed", "tv", "failures")
@@ -547,8 +547,8 @@ def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
             assert [r["generations"] for r in rows] == [g["generations"] for g in generations]
             assert len(rows) == count and all(len(r["generations"]) == 10 for r in rows)
             assert all(r["utility"] == pytest.approx(utility(r["class_ids"], r["ratings"])) for r in rows)
-            metrics = json.loads((folder / "noveltybench" / split / "metrics.json").read_text())
-            assert metrics["utility"] == pytest.approx(summarize_prompts(rows)["pooled"]["utility"])
+            summary = json.loads((folder / "noveltybench" / split / "summary.json").read_text())
+            assert summary["utility"] == pytest.approx(summarize_prompts(rows)["pooled"]["utility"])
 
 
 def test_demo_renders_the_retention_tables_and_figures(demo_data):
@@ -568,14 +568,14 @@ def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):
     params = load_params(demo_data / "results" / "irt" / "synthetic.pkl")
     for cond in CONDITIONS:
         folder = demo_data / "results" / "eval" / "tiny" / cond
-        gpirt = json.loads((folder / "tinybenchmarks" / "gpirt.json").read_text())
+        gpirt = json.loads((folder / "tinybench" / "summary.json").read_text())
         assert list(gpirt["tasks"]) == list(GPIRT_ROWS)
         for row, result in gpirt["tasks"].items():
             task, metric = GPIRT_ROWS[row]
-            scores = json.loads((folder / "tinybenchmarks" / task / "scores.json").read_text())["metrics"][metric]
+            scores = json.loads((folder / "tinybench" / task / "scores.json").read_text())["metrics"][metric]
             assert len(scores["scores"]) == 4
             assert {k: result[k] for k in ("irt", "pirt", "gpirt")} == estimate(params, task, scores["scores"])
-        paloma = json.loads((folder / "paloma" / "metrics.json").read_text())
+        paloma = json.loads((folder / "paloma" / "summary.json").read_text())
         documents = read_jsonl(folder / "paloma" / "documents.jsonl.gz")
         assert len(paloma["slices"]) == 7 and len(documents) == 14
         for key in ("nll", "tokens", "bytes"):

@@ -52,7 +52,7 @@ class ModelJob:
         return seed_for(self.seed, evaluation, self.model_key, self.condition, prompt_key)
 
     def header(self, evaluation: str, **extra) -> dict:
-        """The fields that open every metrics.json: what was evaluated and the resolved job."""
+        """The fields that open every metrics.json and summary.json: what was evaluated and the resolved job."""
         return {
             "evaluation": evaluation,
             "model": self.model_key,

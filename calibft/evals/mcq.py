@@ -14,7 +14,7 @@ of the field prefixes, case sensitive, at the line start: `Question:`, `A.`, `B.
 any order, but each exactly once, on one line, with a non-empty value; a value continued on another line is
 an unexpected line. The answer value, whitespace collapsed, must be exactly `A`, `B`, `C` or `D`.
 
-Outputs in `out_dir`: `samples.jsonl.gz` (one object per generation: index, text, answer, reason, finished;
+Outputs in `out_dir`: `generations.jsonl.gz` (one object per generation: index, text, answer, reason, finished;
 a generation that does not parse has answer null and the parser's reason) and `metrics.json`, which `score`
 computes from the stored texts alone (they are parsed again).
 """
@@ -187,7 +187,7 @@ def run(job: MCQJob) -> None:
     texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("mcq", job.prompt), progress=True)
     records = sample_records(texts, finished)
     out = Path(job.out_dir)
-    write_jsonl(out / "samples.jsonl.gz", records)
+    write_jsonl(out / "generations.jsonl.gz", records)
     header = job.header("mcq", wall_time_s=time.time() - started)
     write_json(out / "metrics.json", score(records, **header))
 

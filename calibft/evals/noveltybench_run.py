@@ -10,9 +10,10 @@ answers with `calibft.evals.noveltybench.score_prompt`.
 
 Prompts files are JSON lines in the benchmark's format: `{"id": "curated-31", "category": "...", "prompt":
 "..."}` (category optional). Outputs: `generations.jsonl.gz` (per prompt: id, split, category, prompt,
-generations, finished), then `scores.jsonl` (the same fields plus class_ids, rewards, ratings, utility and
-distinct) and `metrics.json` (the split's means, recomputable from `scores.jsonl`). Both jobs keep per-prompt
-checkpoints when given a `checkpoint_dir`, so a preempted job resumes where it stopped.
+generations, finished), then `partitions.jsonl` (per prompt: id and class_ids, the similarity classifier's
+equivalence classes of its generations), `scores.jsonl` (the generations' fields plus class_ids, rewards,
+ratings, utility and distinct) and `summary.json` (the split's means, recomputable from `scores.jsonl`). Both
+jobs keep per-prompt checkpoints when given a `checkpoint_dir`, so a preempted job resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def score(job: ScoringJob) -> None:
 
         rows.extend(per_prompt(checkpoint, record["id"], scored))
     out = Path(job.out_dir)
+    write_jsonl(out / "partitions.jsonl", [{"id": row["id"], "class_ids": row["class_ids"]} for row in rows])
     write_jsonl(out / "scores.jsonl", rows)
     header = {
         "evaluation": "noveltybench",
@@ -144,7 +146,7 @@ def score(job: ScoringJob) -> None:
         "wall_time_s": time.time() - started,
         "job": asdict(job),
     }
-    write_json(out / "metrics.json", {**header, **summarize_prompts(rows)["pooled"]})
+    write_json(out / "summary.json", {**header, **summarize_prompts(rows)["pooled"]})
     finish_checkpoints(checkpoint)
 
 

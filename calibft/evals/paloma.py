@@ -22,7 +22,7 @@ summary.
 Inputs: one JSON-lines file per slice (gzip-compressed when named `.gz`) with a `text` field per document, as
 the workflow downloads PALOMA and as the offline demo ships a few documents per slice. Outputs in `out_dir`:
 `documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes; `tokens` counts the scored
-tokens) and `metrics.json`, which `score` computes from those records alone.
+tokens) and `summary.json`, which `score` computes from those records alone.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def document_totals(record: Mapping) -> Totals:
 
 
 def score(records: Sequence[Mapping], slices: Sequence[str], **header) -> dict:
-    """metrics.json from the per-document records: per slice (every one of `slices`, in that order, also one
+    """summary.json from the per-document records: per slice (every one of `slices`, in that order, also one
     without documents) and pooled."""
     per_slice = {name: Totals() for name in slices}
     for record in records:
@@ -257,7 +257,7 @@ def run(job: PalomaJob) -> None:
     out = Path(job.out_dir)
     write_jsonl(out / "documents.jsonl.gz", records)
     header = job.header("paloma", wall_time_s=time.time() - started)
-    write_json(out / "metrics.json", score(records, list(job.slices), **header))
+    write_json(out / "summary.json", score(records, list(job.slices), **header))
     finish_checkpoints(folder)
 
 

@@ -140,7 +140,7 @@ class Task:
         return self.kind != "generate"
 
 
-# The rows of gpirt.json: a task's gp-IRT from one of its metrics; GSM8K twice, strict and flexible, as the paper
+# The rows of summary.json: a task's gp-IRT from one of its metrics; GSM8K twice, strict and flexible, as the paper
 # reports both (tab:retention-summary), from the same IRT scenario.
 GPIRT_ROWS: dict[str, tuple[str, str]] = {
     "mmlu": ("mmlu", "acc"),
@@ -575,7 +575,7 @@ class TinyBenchJob(ModelJob):
     """
 
     tasks: dict[str, str]  # task (a key of TASKS) -> its dataset split as JSON lines, one row per line
-    irt_params: str | None = None  # the tinyBenchmarks parameters: with them, gpirt.json holds each task's gp-IRT
+    irt_params: str | None = None  # the tinyBenchmarks parameters: with them, summary.json holds each task's gp-IRT
     sampling: dict = field(default_factory=dict)
     batch_size: int = BATCH_SIZE
     max_new_tokens: int = MAX_NEW_TOKENS
@@ -632,9 +632,9 @@ def run(job: TinyBenchJob) -> None:
             if task in summaries:
                 column = summaries[task]["metrics"][metric]
                 tasks[row] = {**gpirt.estimate(params, task, column["scores"]), "accuracy": column["accuracy"]}
-        header = job.header("tinybenchmarks", params=job.irt_params)
+        header = job.header("tinybench", params=job.irt_params)
         mean = float(np.mean([t["gpirt"] for t in tasks.values()]))
-        write_json(Path(job.out_dir) / "gpirt.json", {**header, "tasks": tasks, "mean_gpirt": mean})
+        write_json(Path(job.out_dir) / "summary.json", {**header, "tasks": tasks, "mean_gpirt": mean})
     finish_checkpoints(folder)
 
 

@@ -5,10 +5,11 @@ tab:paloma-slice-summary, fig:appendix-paloma-perplexity, fig:appendix-paloma-bp
 
 Inputs are plain dicts, loaded by the caller and ordered as the tables show them (models, then conditions):
 
-- `tinybench[model][condition]`: a gpirt.json, {"model", "condition", "tasks": {task: {"irt", "pirt", "gpirt",
-  "accuracy"}}, "mean_gpirt"} for the configured tasks among TASK_TITLES. The tables always show the tasks in
-  the paper's order (MMLU, HellaSwag, TruthfulQA, WinoGrande, GSM8K strict and flexible), whatever the file's order.
-- `paloma[model][condition]`: a PALOMA metrics.json, {"slices": {slice: {"nll", "tokens", "bytes",
+- `tinybench[model][condition]`: a TinyBenchmarks summary.json, {"model", "condition", "tasks": {task: {"irt",
+  "pirt", "gpirt", "accuracy"}}, "mean_gpirt"} for the configured tasks among TASK_TITLES. The tables always show
+  the tasks in the paper's order (MMLU, HellaSwag, TruthfulQA, WinoGrande, GSM8K strict and flexible), whatever
+  the file's order.
+- `paloma[model][condition]`: a PALOMA summary.json, {"slices": {slice: {"nll", "tokens", "bytes",
   "documents", "perplexity", "bits_per_byte"}}, "pooled": {the same keys}} for the configured slices among
   SLICE_TITLES, shown in the paper's order.
 
@@ -52,7 +53,7 @@ from calibft.report.structured import (
 )
 from calibft.report.tables import Table
 
-Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> gpirt.json / metrics.json
+Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> summary.json
 
 # The paper's order and names (tab:retention-summary, tab:paloma-slice-summary).
 TASK_TITLES = {
@@ -160,8 +161,9 @@ def _same_names(names: Mapping[tuple[str, str], Sequence[str]], what: str) -> li
 
 
 def gpirt_numbers(run: Mapping[str, Any], where: str = "tinybench") -> tuple[dict[str, float], float]:
-    """({task: gp-IRT} in the paper's task order, their mean) of one gpirt.json; NaN where undefined. The mean is
-    recomputed from the tasks; a stored `mean_gpirt` that disagrees raises ValueError, as do unknown tasks."""
+    """({task: gp-IRT} in the paper's task order, their mean) of one TinyBenchmarks summary.json; NaN where
+    undefined. The mean is recomputed from the tasks; a stored `mean_gpirt` that disagrees raises ValueError, as
+    do unknown tasks."""
     tasks = run.get("tasks") or {}
     if not tasks:
         raise ValueError(f"{where}: no tasks")
@@ -188,7 +190,7 @@ def _totals_metrics(totals: Mapping[str, Any], where: str) -> dict[str, float]:
 
 def paloma_numbers(run: Mapping[str, Any], where: str = "paloma") -> dict[str, Any]:
     """{"slices": {slice: {"perplexity", "bits_per_byte"}} in the paper's slice order, "pooled": {the same}} of
-    one PALOMA metrics.json, every value recomputed from the totals (NaN where a slice has no tokens / bytes).
+    one PALOMA summary.json, every value recomputed from the totals (NaN where a slice has no tokens / bytes).
     The pooled totals must be the sums of the slice totals; any stored value that disagrees raises ValueError."""
     if run.get("evaluation", "paloma") != "paloma":
         raise ValueError(f"{where}: expected a paloma evaluation, got {run.get('evaluation')!r}")
