@@ -5,6 +5,7 @@ import pytest
 from calibft.report.figures import save_figure
 from calibft.report.retention import (
     GPIRT_FIGURE_NAME,
+    SLICE_TITLES,
     format_bpb,
     format_gpirt,
     format_perplexity,
@@ -405,6 +406,23 @@ def test_paloma_figure_has_one_panel_per_slice(tmp_path, metric, name, scale):
         assert shown == ["20", "30"]
     pdf, png = save_figure(figure, paloma_figure_name(metric), tmp_path)
     assert pdf.name == f"{name}.pdf" and pdf.exists() and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_paloma_figure_of_the_paper_fits_the_page_and_labels_the_bottom_panel_of_each_column():
+    models = {f"model_{i}": f"Model number {i}" for i in range(12)}  # the paper's twelve, with long names
+    slices = list(SLICE_TITLES)  # seven: the second column ends a row above the first
+    tokens = dict.fromkeys(slices, 1000)
+    runs = {
+        m: {c: paloma_run(m, c, {s: 10.0 + i + j for j, s in enumerate(slices)}, tokens, tokens) for c in CONDITIONS}
+        for i, m in enumerate(models)
+    }
+    figure = paloma_figure(runs, "perplexity", models, CONDITION_TITLES)
+    axes = visible_axes(figure)
+    assert [ax.get_title() for ax in axes] == list(SLICE_TITLES.values())
+    figure.canvas.draw()
+    labelled = [ax.get_title() for ax in axes if any(t.get_visible() and t.get_text() for t in ax.get_xticklabels())]
+    assert labelled == ["RedPajama", "RefinedWeb"]  # the last panel of each column
+    assert figure.get_size_inches()[0] <= 7.5  # two panels side by side on a page
 
 
 def test_paloma_figure_keeps_a_narrow_perplexity_range_linear():

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +18,8 @@ from calibft.io import atomic_path, read_jsonl
 
 # Major ticks of a log axis at 1, 2, 3 and 5 of each decade: a range within one decade still has labels.
 LOG_TICKS = (1.0, 2.0, 3.0, 5.0)
+UNDEFINED_HATCH = "////"  # an undefined value: a hatched, unfilled bar
+CLIPPED_HEADROOM = 10**0.9  # room above the ceiling of a log axis for the clipped bars' values
 
 
 def plain_log_ticks(axis, decades: float = 1.0) -> None:
@@ -25,6 +28,88 @@ def plain_log_ticks(axis, decades: float = 1.0) -> None:
     axis.set_major_locator(LogLocator(subs=LOG_TICKS if decades <= 2 else (1.0,)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _short(value: float) -> str:
+    """A clipped bar's value in a few characters: `170`, `5470`, `1.2e4`, `4.2e223`."""
+    return f"{value:.0f}" if value < 1e4 else f"{value:.1e}".replace("e+0", "e").replace("e+", "e")
+
+
+def grouped_bars(
+    ax,
+    values: np.ndarray,
+    colors: Sequence[str],
+    labels: Sequence[str],
+    *,
+    bottom: float,
+    ceiling: float,
+    log: bool,
+    clipped: bool = False,
+    rotation: float = 0.0,
+    show_labels: bool = True,
+) -> None:
+    """Grouped bars from `bottom`: one group per row of `values` (a model, labelled by `labels`), one bar per
+    column (a condition, coloured by `colors`). Undefined (non-finite) values are hatched unfilled bars up to
+    `ceiling`. With `clipped` (log axes only), bars above the ceiling stop there with their value written
+    above, a dotted line marks the ceiling, and the axis leaves room for the values."""
+    if clipped and not log:
+        raise ValueError("clipped bars need a log axis")
+    n_groups, n_bars = values.shape
+    width = 0.8 / n_bars
+    centres = np.arange(n_groups)
+    for j in range(n_bars):
+        x = centres + (j - (n_bars - 1) / 2) * width
+        column = values[:, j]
+        defined = np.isfinite(column)
+        heights = np.clip(column[defined], bottom, ceiling)  # zero (a perfect KL) stays at the bottom of a log axis
+        ax.bar(x[defined], heights - bottom, width, bottom=bottom, color=colors[j], linewidth=0)
+        ax.bar(
+            x[~defined],
+            ceiling - bottom,
+            width,
+            bottom=bottom,
+            fill=False,
+            hatch=UNDEFINED_HATCH,
+            edgecolor=colors[j],
+            linewidth=0.6,
+        )
+        above = defined & (column > ceiling)
+        for xi, value in zip(x[above], column[above], strict=True):
+            ax.text(xi, ceiling * 1.15, _short(value), rotation=90, ha="center", va="bottom", fontsize=5.5)
+    top = ceiling * (CLIPPED_HEADROOM if clipped else 1.0)
+    if log:
+        ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis, math.log10(top / bottom))
+    ax.set_ylim(bottom, top)
+    if clipped:
+        ax.axhline(ceiling, color="black", linestyle=":", linewidth=0.7)
+    ax.set_xlim(-0.5, n_groups - 0.5)
+    ax.set_xticks(centres)
+    if show_labels:
+        ax.set_xticklabels(labels, rotation=rotation, ha="right" if 0 < rotation < 90 else "center", fontsize=7)
+    else:
+        ax.tick_params(axis="x", labelbottom=False)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="y", which="major", linewidth=0.4, alpha=0.5)
+    ax.set_axisbelow(True)
+
+
+def bar_panels(n_panels: int, columns: int, labels: Sequence[str], n_bars: int) -> tuple:
+    """(figure, axes) of `n_panels` grouped-bar panels in rows of `columns`, each sized for one group per label
+    of `labels` with `n_bars` bars; the grid's unused axes are hidden and left out of `axes`."""
+    rows = -(-n_panels // columns)
+    panel_width = min(3.6, max(3.0, 0.9 + 0.12 * len(labels) * n_bars))  # two panels fit 7.2 in
+    label_height = 0.09 * max(len(label) for label in labels) if len(labels) > 3 else 0.3  # rotated labels
+    figure, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(panel_width * columns, 2.2 * rows + label_height + 0.5),
+        squeeze=False,
+        layout="constrained",
+    )
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return figure, list(axes.flat[:n_panels])
 
 
 def save_figure(figure, name: str, directory: str | Path) -> list[Path]:

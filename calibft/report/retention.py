@@ -33,20 +33,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display on cluster nodes
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
 from calibft.checks import check_choice
-from calibft.report.figures import plain_log_ticks
+from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars
 from calibft.report.structured import (
     CONDITION_TEXT,
-    UNDEFINED_HATCH,
     condition_colors,
     format_decimals,
     grouped_table,
@@ -447,53 +441,6 @@ def paloma_slice_table(
 # ---------------------------------------------------------------------------------------------- figures
 
 
-def _grouped_bars(
-    ax,
-    values: np.ndarray,
-    colors: Sequence[str],
-    limits: tuple[float, float],
-    log: bool,
-    labels: Sequence[str],
-    show_labels: bool,
-) -> None:
-    """One group per row of `values` (a model), one bar per column (a condition), from `limits[0]` (0 on a
-    linear axis); undefined values are hatched unfilled bars up to `limits[1]`."""
-    bottom, top = limits
-    n_groups, n_bars = values.shape
-    width = 0.8 / n_bars
-    centres = np.arange(n_groups)
-    for j in range(n_bars):
-        x = centres + (j - (n_bars - 1) / 2) * width
-        column = values[:, j]
-        defined = np.isfinite(column)
-        heights = np.clip(column[defined], bottom, top)
-        ax.bar(x[defined], heights - bottom, width, bottom=bottom, color=colors[j], linewidth=0)
-        ax.bar(
-            x[~defined],
-            top - bottom,
-            width,
-            bottom=bottom,
-            fill=False,
-            hatch=UNDEFINED_HATCH,
-            edgecolor=colors[j],
-            linewidth=0.6,
-        )
-    if log:
-        ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
-    ax.set_ylim(bottom, top)
-    ax.set_xlim(-0.5, n_groups - 0.5)
-    ax.set_xticks(centres)
-    if show_labels:
-        rotation = 90.0 if n_groups > 3 else 0.0
-        ax.set_xticklabels(labels, rotation=rotation, ha="center", fontsize=7)
-    else:
-        ax.tick_params(axis="x", labelbottom=False)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(axis="y", which="major", linewidth=0.4, alpha=0.5)
-    ax.set_axisbelow(True)
-
-
 def _panel_limits(values: np.ndarray, log: bool, top: float | None = None) -> tuple[float, float]:
     """(bottom, top) of one panel: 0 to 12% above the largest value (at least `top`) on a linear axis; on a
     log axis from a little below the smallest positive value to 30% above the largest."""
@@ -524,29 +471,26 @@ def _panel_figure(
     colors = condition_colors(conditions)
     many = len(models) * len(conditions) > 12
     columns = min(len(panels), 2 if many else 3)
-    rows = -(-len(panels) // columns)
-    panel_width = max(3.0, 0.9 + 0.12 * len(models) * len(conditions))
     labels = [model_titles.get(m, m) for m in models]
-    label_height = 0.09 * max(len(label) for label in labels) if len(models) > 3 else 0.3
-    figure, axes = plt.subplots(
-        rows,
-        columns,
-        figsize=(panel_width * columns, 2.2 * rows + label_height + 0.5),
-        squeeze=False,
-        layout="constrained",
-    )
+    figure, axes = bar_panels(len(panels), columns, labels, len(conditions))
     any_missing = False
-    for i, (ax, (title, values)) in enumerate(zip(axes.flat, panels.items(), strict=False)):
+    for i, (ax, (title, values)) in enumerate(zip(axes, panels.items(), strict=True)):
         any_missing |= bool((~np.isfinite(values)).any())
-        bottom_row = i + columns >= len(panels)
-        _grouped_bars(
-            ax, values, [colors[c] for c in conditions], _panel_limits(values, log, top), log, labels, bottom_row
+        bottom, ceiling = _panel_limits(values, log, top)
+        grouped_bars(
+            ax,
+            values,
+            [colors[c] for c in conditions],
+            labels,
+            bottom=bottom,
+            ceiling=ceiling,
+            log=log,
+            rotation=90.0 if len(models) > 3 else 0.0,
+            show_labels=i + columns >= len(panels),
         )
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
             ax.set_ylabel(ylabel, fontsize=8)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
     handles: list = [Patch(facecolor=colors[c], label=condition_titles.get(c, c)) for c in conditions]
     if any_missing:
         handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label="missing"))

@@ -34,7 +34,7 @@ from calibft.checks import check_choice
 from calibft.families import family
 from calibft.grid import Prompt, prompts
 from calibft.report.config_tables import SYMBOLS
-from calibft.report.figures import plain_log_ticks
+from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars
 from calibft.report.tables import Table, format_number
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
@@ -49,7 +49,6 @@ KEY_LABELS = {"w1_norm": "normalized W₁", "logit_kl": "logit KL"}
 # The same condition has the same colour in every figure; unknown conditions take the next of CYCLE.
 CONDITION_COLORS = {"base": "#8c8c8c", "soft": "#1f77b4", "hard": "#d62728", "ssot": "#2ca02c"}
 CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
-UNDEFINED_HATCH = "////"
 CONDITION_TEXT = {
     "base": "denotes the original checkpoint",
     "soft": "the soft-target Calibration Fine-Tuning checkpoint",
@@ -334,62 +333,6 @@ def _limits(values: Sequence[np.ndarray], clip: float | None) -> tuple[float, fl
     return bottom, max(ceiling, 10 * bottom), clipped
 
 
-def _short(value: float) -> str:
-    """A clipped bar's value in a few characters: `170`, `5470`, `1.2e4`, `4.2e223`."""
-    return f"{value:.0f}" if value < 1e4 else f"{value:.1e}".replace("e+0", "e").replace("e+", "e")
-
-
-def _bars(
-    ax,
-    values: np.ndarray,
-    colors: Sequence[str],
-    limits: tuple[float, float, bool],
-    labels: Sequence[str],
-    rotation: float,
-    show_labels: bool = True,
-) -> None:
-    """Grouped bars on a log axis: one group per row of `values` (a model), one bar per column (a condition).
-    Undefined values are hatched unfilled bars up to the ceiling; values above it are clipped there, their
-    value written above the bar."""
-    bottom, ceiling, clipped = limits
-    n_groups, n_bars = values.shape
-    width = 0.8 / n_bars
-    centres = np.arange(n_groups)
-    for j in range(n_bars):
-        x = centres + (j - (n_bars - 1) / 2) * width
-        column = values[:, j]
-        defined = np.isfinite(column)
-        heights = np.clip(column, bottom, ceiling)  # zero (a perfect KL) stays at the bottom of the log axis
-        ax.bar(x[defined], heights[defined] - bottom, width, bottom=bottom, color=colors[j], linewidth=0)
-        ax.bar(
-            x[~defined],
-            ceiling - bottom,
-            width,
-            bottom=bottom,
-            fill=False,
-            hatch=UNDEFINED_HATCH,
-            edgecolor=colors[j],
-            linewidth=0.6,
-        )
-        for xi, value in zip(x[defined & (column > ceiling)], column[defined & (column > ceiling)], strict=True):
-            ax.text(xi, ceiling * 1.15, _short(value), rotation=90, ha="center", va="bottom", fontsize=5.5)
-    ax.set_yscale("log")
-    top = ceiling * (10**0.9 if clipped else 1.0)
-    plain_log_ticks(ax.yaxis, math.log10(top / bottom))
-    ax.set_ylim(bottom, top)
-    if clipped:
-        ax.axhline(ceiling, color="black", linestyle=":", linewidth=0.7)
-    ax.set_xlim(-0.5, n_groups - 0.5)
-    ax.set_xticks(centres)
-    if show_labels:
-        ax.set_xticklabels(labels, rotation=rotation, ha="right" if rotation else "center", fontsize=7)
-    else:
-        ax.tick_params(axis="x", labelbottom=False)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(axis="y", which="major", linewidth=0.4, alpha=0.5)
-    ax.set_axisbelow(True)
-
-
 def _legend_handles(
     conditions: Sequence[str],
     colors: Mapping[str, str],
@@ -443,7 +386,18 @@ def structured_sampling_figure(
     )
     labels = [model_titles.get(m, m) for m in models]
     for ax, split in zip(axes[0], splits, strict=True):
-        _bars(ax, values[split], [colors[c] for c in conditions], limits, labels, _rotation(len(models)))
+        bottom, ceiling, clipped = limits
+        grouped_bars(
+            ax,
+            values[split],
+            [colors[c] for c in conditions],
+            labels,
+            bottom=bottom,
+            ceiling=ceiling,
+            log=True,
+            clipped=clipped,
+            rotation=_rotation(len(models)),
+        )
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
     handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None, values.values())
@@ -508,34 +462,28 @@ def per_distribution_figure(
     colors = condition_colors(conditions)
     many = len(models) * len(conditions) > 12
     columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
-    rows = -(-len(titles) // columns)
-    panel_width = min(3.6, max(3.0, 0.9 + 0.12 * len(models) * len(conditions)))  # two panels fit 7.2 in
-    label_height = 0.09 * max(len(model_titles.get(m, m)) for m in models) if len(models) > 3 else 0.3
-    figure, axes = plt.subplots(
-        rows,
-        columns,
-        figsize=(panel_width * columns, 2.2 * rows + label_height + 0.5),
-        sharex=True,
-        squeeze=False,
-        layout="constrained",
-    )
     labels = [model_titles.get(m, m) for m in models]
+    figure, axes = bar_panels(len(titles), columns, labels, len(conditions))
     any_clipped = False
-    for i, (ax, title) in enumerate(zip(axes.flat, titles, strict=False)):
-        limits = _limits([values[title]], clip)
-        any_clipped |= limits[2]
-        bottom_row = i + columns >= len(titles)
-        rotation = 90.0 if len(models) > 3 else 0.0
-        _bars(ax, values[title], [colors[c] for c in conditions], limits, labels, rotation, show_labels=bottom_row)
-        if rotation:
-            for label in ax.get_xticklabels():
-                label.set_ha("center")
+    for i, (ax, title) in enumerate(zip(axes, titles, strict=True)):
+        bottom, ceiling, clipped = _limits([values[title]], clip)
+        any_clipped |= clipped
+        grouped_bars(
+            ax,
+            values[title],
+            [colors[c] for c in conditions],
+            labels,
+            bottom=bottom,
+            ceiling=ceiling,
+            log=True,
+            clipped=clipped,
+            rotation=90.0 if len(models) > 3 else 0.0,
+            show_labels=i + columns >= len(titles),
+        )
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
             # held-out families: the mean over each family's configurations
             ax.set_ylabel(("family-mean " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
-    for ax in list(axes.flat)[len(titles) :]:
-        ax.set_visible(False)
     handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
