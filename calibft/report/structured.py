@@ -318,19 +318,20 @@ def condition_colors(conditions: Sequence[str]) -> dict[str, str]:
     return {c: CONDITION_COLORS[c] if c in CONDITION_COLORS else next(others) for c in conditions}
 
 
-def _limits(values: Sequence[np.ndarray], clip: float | None) -> tuple[float, float, bool]:
-    """(bottom, ceiling, clipped) of a log axis: bottom a decade at least 2× below the smallest positive value,
-    ceiling the decade at or above the largest, at most `clip`; clipped when a value exceeds `clip`."""
+def _limits(values: Sequence[np.ndarray], clip: float | None) -> dict[str, Any]:
+    """`grouped_bars`' bottom, ceiling and clipped of a log axis: bottom a decade at least 2× below the smallest
+    positive value, ceiling the decade at or above the largest, at most `clip`; clipped when a value exceeds
+    `clip`."""
     finite = np.concatenate([np.ravel(v) for v in values])
     finite = finite[np.isfinite(finite) & (finite > 0)]
     if finite.size == 0:
-        return 0.1, 1.0, False
+        return {"bottom": 0.1, "ceiling": 1.0, "clipped": False}
     bottom = 10.0 ** math.floor(math.log10(finite.min()) - 0.3)  # the smallest bar stays visible
     ceiling = 10.0 ** math.ceil(math.log10(finite.max()))
     clipped = clip is not None and bool((finite > clip).any())
     if clip is not None:
         ceiling = min(ceiling, clip)
-    return bottom, max(ceiling, 10 * bottom), clipped
+    return {"bottom": bottom, "ceiling": max(ceiling, 10 * bottom), "clipped": clipped}
 
 
 def _legend_handles(
@@ -378,6 +379,7 @@ def structured_sampling_figure(
     }
     limits = _limits(list(values.values()), clip)
     colors = condition_colors(conditions)
+    bar_colors = [colors[c] for c in conditions]
     # at most 3.6 in a panel: the paper prints the figure at its 5.5 in text width, so that 7 pt text stays
     # above 5 pt there even with the twelve models
     width = min(3.6, max(3.2, 1.0 + 0.45 * len(models) * max(1, len(conditions)) / 3))
@@ -386,21 +388,11 @@ def structured_sampling_figure(
     )
     labels = [model_titles.get(m, m) for m in models]
     for ax, split in zip(axes[0], splits, strict=True):
-        bottom, ceiling, clipped = limits
-        grouped_bars(
-            ax,
-            values[split],
-            [colors[c] for c in conditions],
-            labels,
-            bottom=bottom,
-            ceiling=ceiling,
-            log=True,
-            clipped=clipped,
-            rotation=_rotation(len(models)),
-        )
+        grouped_bars(ax, values[split], bar_colors, labels, log=True, rotation=_rotation(len(models)), **limits)
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
-    handles = _legend_handles(conditions, colors, condition_titles, clip if limits[2] else None, values.values())
+    shown_clip = clip if limits["clipped"] else None
+    handles = _legend_handles(conditions, colors, condition_titles, shown_clip, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
     return figure
 
@@ -460,25 +452,19 @@ def per_distribution_figure(
         raise ValueError(f"{split}: no run reports any {key}")
     clip = clip if key == "w1_norm" else None
     colors = condition_colors(conditions)
+    bar_colors = [colors[c] for c in conditions]
     many = len(models) * len(conditions) > 12
     columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
     labels = [model_titles.get(m, m) for m in models]
+    rotation = 90.0 if len(models) > 3 else 0.0
     figure, axes = bar_panels(len(titles), columns, labels, len(conditions))
     any_clipped = False
     for i, (ax, title) in enumerate(zip(axes, titles, strict=True)):
-        bottom, ceiling, clipped = _limits([values[title]], clip)
-        any_clipped |= clipped
+        limits = _limits([values[title]], clip)
+        any_clipped |= limits["clipped"]
+        bottom_row = i + columns >= len(titles)
         grouped_bars(
-            ax,
-            values[title],
-            [colors[c] for c in conditions],
-            labels,
-            bottom=bottom,
-            ceiling=ceiling,
-            log=True,
-            clipped=clipped,
-            rotation=90.0 if len(models) > 3 else 0.0,
-            show_labels=i + columns >= len(titles),
+            ax, values[title], bar_colors, labels, log=True, rotation=rotation, show_labels=bottom_row, **limits
         )
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
