@@ -94,12 +94,17 @@ def grouped_bars(
     ax.set_axisbelow(True)
 
 
+def panel_label_rotation(labels: Sequence[str]) -> float:
+    """The rotation of a bar panel's group labels: upright beyond three groups, which would overlap flat."""
+    return 90.0 if len(labels) > 3 else 0.0
+
+
 def bar_panels(n_panels: int, columns: int, labels: Sequence[str], n_bars: int) -> tuple:
     """(figure, axes) of `n_panels` grouped-bar panels in rows of `columns`, each sized for one group per label
     of `labels` with `n_bars` bars; the grid's unused axes are hidden and left out of `axes`."""
     rows = -(-n_panels // columns)
     panel_width = min(3.6, max(3.0, 0.9 + 0.12 * len(labels) * n_bars))  # two panels fit 7.2 in
-    label_height = 0.09 * max(len(label) for label in labels) if len(labels) > 3 else 0.3  # rotated labels
+    label_height = 0.09 * max(len(label) for label in labels) if panel_label_rotation(labels) else 0.3
     figure, axes = plt.subplots(
         rows,
         columns,

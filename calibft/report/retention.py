@@ -38,7 +38,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from calibft.checks import check_choice
-from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars
+from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
 from calibft.report.structured import (
     CONDITION_TEXT,
     condition_colors,
@@ -485,7 +485,7 @@ def _panel_figure(
             bottom=bottom,
             ceiling=ceiling,
             log=log,
-            rotation=90.0 if len(models) > 3 else 0.0,
+            rotation=panel_label_rotation(labels),
             show_labels=i + columns >= len(panels),
         )
         ax.set_title(title, fontsize=8)

@@ -34,7 +34,7 @@ from calibft.checks import check_choice
 from calibft.families import family
 from calibft.grid import Prompt, prompts
 from calibft.report.config_tables import SYMBOLS
-from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars
+from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
 from calibft.report.tables import Table, format_number
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
@@ -456,7 +456,7 @@ def per_distribution_figure(
     many = len(models) * len(conditions) > 12
     columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
     labels = [model_titles.get(m, m) for m in models]
-    rotation = 90.0 if len(models) > 3 else 0.0
+    rotation = panel_label_rotation(labels)
     figure, axes = bar_panels(len(titles), columns, labels, len(conditions))
     any_clipped = False
     for i, (ax, title) in enumerate(zip(axes, titles, strict=True)):
