@@ -2,12 +2,14 @@
 #   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo,
 #               # then its report, results/report.html
 #   make test   # the test suite
+#   make test-avx2   # the test suite as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint benchmark
+.PHONY: setup demo test test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +27,10 @@ demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo --report results/report.html
 
 test: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadfile --durations=15
+	$(PYTEST)
+
+test-avx2: $(STAMP)
+	$(BIN)/calibft cpu --as-avx2 $(PYTEST)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/snakefmt --check . && $(BIN)/snakemake --lint

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from calibft import gpirt
+from calibft import cpu, gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
 
@@ -33,6 +34,15 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--params", required=True, help="the tinyBenchmarks.pkl parameters file")
     cmd.add_argument("--task", required=True, choices=list(gpirt.TASKS))
     cmd.add_argument("--scores", required=True, help="JSON list of the 100 item scores in dataset row order")
+    cmd = commands.add_parser(
+        "cpu", help="the SIMD kernels numpy and torch run; or run a command as on a CPU without AVX-512"
+    )
+    cmd.add_argument(
+        "--as-avx2",
+        nargs=argparse.REMAINDER,
+        metavar="COMMAND",
+        help="run COMMAND with the AVX2 feature set of calibft.cpu (for example: calibft cpu --as-avx2 make test)",
+    )
     return parser
 
 
@@ -81,10 +91,18 @@ def _gpirt(args: argparse.Namespace) -> None:
     _emit(gpirt.estimate(gpirt.load_params(args.params), args.task, gpirt.load_scores(args.scores)))
 
 
+def _cpu(args: argparse.Namespace) -> None:
+    if args.as_avx2:
+        os.execvpe(args.as_avx2[0], args.as_avx2, {**os.environ, **cpu.AVX2_FEATURE_SET})
+    if args.as_avx2 == []:
+        raise ValueError("--as-avx2 needs a command to run")
+    _emit(cpu.kernels())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        {"prompts": _prompts, "space": _space, "trie": _trie, "gpirt": _gpirt}[args.command](args)
+        {"prompts": _prompts, "space": _space, "trie": _trie, "gpirt": _gpirt, "cpu": _cpu}[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, PermissionError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"calibft: error: {message}", file=sys.stderr)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from calibft.cpu import warn_if_numpy_runs_avx512_kernels
+
 Params = Mapping[str, float]
 INF = math.inf
 
@@ -36,11 +38,13 @@ class Family:
 
     def law(self, params: Params):
         """The frozen SciPy law of a prompt's parameters."""
+        warn_if_numpy_runs_avx512_kernels()
         return self.distribution(**self.scipy_params(params))
 
     def unfrozen_law(self, params: Params) -> UnfrozenLaw:
         """The law's ppf, cdf, pmf and median without freezing it. Code that builds many laws (the output
         spaces, the tiny model's answers) calls this: freezing constructs a distribution object, about 0.7 ms."""
+        warn_if_numpy_runs_avx512_kernels()
         return UnfrozenLaw(self.distribution, self.scipy_params(params))
 
 

@@ -20,6 +20,8 @@ os.environ.update(
     ),
 )
 
+# Importing calibft sets NPY_DISABLE_CPU_FEATURES, which every job inherits: the jobs compute with the numpy
+# kernels of every x86-64 CPU, whatever the node (calibft.cpu).
 from calibft.assets import (  # noqa: E402
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,

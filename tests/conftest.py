@@ -1,3 +1,7 @@
+# calibft first: importing it turns numpy's AVX-512 kernels off before numpy is imported (calibft.cpu), so the
+# tests, and the workflows they run, compute with the kernels of every x86-64 CPU
+import calibft  # noqa: F401, I001
+
 from pathlib import Path
 
 import numpy as np

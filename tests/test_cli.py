@@ -1,6 +1,8 @@
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,3 +73,19 @@ def test_tokenizer_without_eos_is_an_error(capsys, tmp_path):
 def test_unknown_split_is_refused_by_the_console_script():
     result = subprocess.run([sys.executable, "-m", "calibft.cli", "prompts", "test"], capture_output=True, text=True)
     assert result.returncode == 2 and "invalid choice: 'test'" in result.stderr
+
+
+def test_cpu_reports_the_kernels_and_runs_a_command_as_on_a_cpu_without_avx512(capsys):
+    code, records, _ = run(capsys, "cpu")
+    assert code == 0 and records[0]["numpy_avx512_kernels"] == []  # importing calibft turned them off
+    assert records[0]["machine"] and records[0]["torch_capability"]
+    emulated = subprocess.run(
+        [str(Path(sys.executable).parent / "calibft"), "cpu", "--as-avx2", "calibft", "cpu"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert emulated.returncode == 0, emulated.stderr
+    assert json.loads(emulated.stdout)["torch_capability"] == "AVX2"
+    code, _, err = run(capsys, "cpu", "--as-avx2")
+    assert code == 2 and "--as-avx2 needs a command to run" in err

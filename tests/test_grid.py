@@ -1,22 +1,42 @@
 import hashlib
 import json
 from collections import Counter
+from decimal import Decimal, localcontext
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from calibft.grid import TRAIN_AXES, prompts, render_prompt, select
+from calibft.grid import GEOMSPACE, TRAIN_AXES, Prompt, prompts, render_prompt, select
 
 AUTHORS = json.loads((Path(__file__).parent / "fixtures" / "authors_artifact.json").read_text())
+
+
+def texts_digest(split_prompts: list[Prompt]) -> str:
+    """The authors' artifact's digest of a split: sha256 of the prompt texts joined by newlines."""
+    return hashlib.sha256("\n".join(p.prompt for p in split_prompts).encode()).hexdigest()
 
 
 @pytest.mark.parametrize("split", ["train", "unseen", "ood"])
 def test_prompt_texts_are_byte_identical_to_the_authors_artifact(split):
     expected = AUTHORS["prompts"][split]
-    texts = [p.prompt for p in prompts(split)]
-    assert len(texts) == expected["count"]
-    assert texts[0] == expected["first"] and texts[-1] == expected["last"]
-    assert hashlib.sha256("\n".join(texts).encode()).hexdigest() == expected["sha256"]
+    split_prompts = prompts(split)
+    assert len(split_prompts) == expected["count"]
+    assert split_prompts[0].prompt == expected["first"] and split_prompts[-1].prompt == expected["last"]
+    assert texts_digest(split_prompts) == expected["sha256"]
+
+
+@pytest.mark.parametrize("axis", list(GEOMSPACE))
+def test_geometric_axes_lie_within_three_ulps_of_the_exact_sequence(axis):
+    """start * (stop / start) ** (i / (num - 1)) in 40-digit decimal arithmetic; the ends are exact."""
+    start, stop, num = axis
+    with localcontext() as context:
+        context.prec = 40
+        ratio = Decimal(stop) / Decimal(start)
+        exact = np.array([float(Decimal(start) * ratio ** (Decimal(i) / (num - 1))) for i in range(num)])
+    values = np.array(GEOMSPACE[axis])
+    assert len(values) == num and values[0] == start and values[-1] == stop
+    assert np.all(np.abs(values - exact) <= 3 * np.spacing(exact)), values - exact
 
 
 def test_training_grid_counts_per_family():
