@@ -345,11 +345,17 @@ def test_demo_run_writes_the_data_layer(demo_data):
         assert (demo_data / "logs" / f"{name}.log").is_file(), name
 
 
+# The demo's outcome tests assert what holds with a margin over seeds and CPUs: each threshold lies at least 3
+# standard deviations beyond the mean of its figure over 12 measurements (seeds 11, 12 and 13, natively and as a
+# CPU without AVX-512, soft and hard; `python benchmarks/demo_spread.py`, README "The demo's spread").
+
+
 @pytest.mark.parametrize("recipe", ["soft", "hard"])
-def test_demo_training_halves_the_unseen_parameter_kl(demo_data, recipe):
+def test_demo_training_lowers_the_unseen_parameter_kl_by_40_percent(demo_data, recipe):
+    # after / before: 0.39 to 0.51, mean 0.44, standard deviation 0.04
     adapter = demo_data / "results" / "adapters" / "tiny" / recipe
     run = json.loads((adapter / "run.json").read_text())
-    assert run["unseen_soft_kl_after"] < run["unseen_soft_kl_before"] / 2, run
+    assert run["unseen_soft_kl_after"] < 0.6 * run["unseen_soft_kl_before"], run
     assert (adapter / "adapter_model.safetensors").stat().st_size > 0
     log = read_jsonl(adapter / "train_log.jsonl")
     assert [r["step"] for r in log] == list(range(1, run["steps"] + 1))
@@ -421,21 +427,18 @@ def _structured(demo_data: Path, cond: str, split: str) -> dict:
     )
 
 
+# tuned / base logit KL: unseen parameters 0.46 to 0.73 (mean 0.57, standard deviation 0.09), held-out families
+# 0.67 to 0.90 (0.76, 0.07). Normalized W1 is not asserted: its ratio on unseen parameters spans 0.88 to 1.54
+# (README Status).
+LOGIT_KL_RATIO_BELOW = {"unseen": 0.9, "ood": 1.0}
+
+
 @pytest.mark.parametrize("split", ["unseen", "ood"])
 @pytest.mark.parametrize("recipe", ["soft", "hard"])
 def test_demo_fine_tuning_lowers_the_logit_kl(demo_data, recipe, split):
     base, tuned = (_structured(demo_data, cond, split)["aggregate"] for cond in ("base", recipe))
-    assert tuned["logit_kl"] < 0.8 * base["logit_kl"], (base, tuned)
-    assert tuned["valid_rate"] > 0.5, tuned
-
-
-@pytest.mark.parametrize("recipe", ["soft", "hard"])
-def test_demo_fine_tuning_lowers_the_normalized_w1_on_unseen_parameters(demo_data, recipe):
-    # On held-out families the tiny model does not beat its base's W1 (see the README's Status): it does not
-    # carry calibration over to families it was not fine-tuned on, and a model that answers each family's
-    # median, as its base does, is a strong W1 baseline there.
-    base, tuned = (_structured(demo_data, cond, "unseen")["aggregate"] for cond in ("base", recipe))
-    assert tuned["w1_norm"] < base["w1_norm"], (base, tuned)
+    assert tuned["logit_kl"] < LOGIT_KL_RATIO_BELOW[split] * base["logit_kl"], (base, tuned)
+    assert tuned["valid_rate"] > 0.8, tuned  # 0.86 to 0.91 (mean 0.89, standard deviation 0.015)
 
 
 def test_demo_structured_outputs_follow_the_artifact_contract(demo_data):
