@@ -3,8 +3,9 @@
     python tests/data_layer_digest.py   (prints one JSON object)
 
 The prompts of every split; the output spaces of the soft training space and of the evaluation space; their
-tries for the demo model's tokenizer, and values drawn from them as training draws its paths; the tiny model's
-answers; and the kernels this process runs, with `numpy.geomspace` of the grid's geometric axes.
+tries for the demo model's tokenizer, and values drawn from them as training draws its paths; the metrics of
+answers drawn from the evaluation spaces; the tiny model's answers; and the kernels this process runs, with
+`numpy.geomspace` of the grid's geometric axes.
 """
 
 # calibft first: importing it turns numpy's AVX-512 kernels off before numpy is imported
@@ -16,6 +17,7 @@ import json
 import numpy as np
 
 from calibft.cpu import kernels
+from calibft.evals.structured import sample_records, score
 from calibft.grid import GEOMSPACE, prompts
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.tiny_model import TinyModelSettings, train_tokenizer, training_chats
@@ -34,6 +36,17 @@ def digest(*arrays) -> str:
     for array in arrays:
         h.update(np.ascontiguousarray(array).tobytes())
     return h.hexdigest()
+
+
+def metrics_of_draws(split_prompts, spaces: SpaceSet) -> dict:
+    """metrics.json of 200 answers per prompt drawn from its output space (W1 evaluates the law's CDF)."""
+    rng = np.random.default_rng(11)
+    records = []
+    for i, prompt in enumerate(split_prompts):
+        values = spaces.space(i).strings()
+        texts = [values[j] for j in spaces.sample_values(np.full(200, i), rng)]
+        records += sample_records(prompt, texts, np.ones(len(texts), dtype=bool), pattern=None)
+    return score(split_prompts, records)
 
 
 def main() -> None:
@@ -59,6 +72,10 @@ def main() -> None:
         out[f"tries/{name}/probs"] = digest(tries.node_mass, tries.value_probs)
         draws = tries.sample_values(np.repeat(np.arange(len(tries)), 16), np.random.default_rng(11))
         out[f"tries/{name}/draws"] = digest(draws)
+        if split != "train":
+            out[f"metrics/{split}"] = hashlib.sha256(
+                json.dumps(metrics_of_draws(split_prompts, spaces)).encode()
+            ).hexdigest()
     print(json.dumps(out))
 
 

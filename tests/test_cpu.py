@@ -48,7 +48,7 @@ def avx2() -> dict:
 
 
 def artifacts(digest: dict) -> dict:
-    kinds = ("prompts", "spaces", "tries", "tiny_model")
+    kinds = ("prompts", "spaces", "tries", "metrics", "tiny_model")
     return {key: value for key, value in digest.items() if key.split("/")[0] in kinds}
 
 
@@ -62,7 +62,8 @@ def test_calibft_runs_no_avx512_kernel_of_numpy(native):
 
 
 def test_the_data_layer_is_identical_natively_and_as_a_cpu_without_avx512(native, avx2):
-    assert len(artifacts(native)) == 4 + 3 * 5  # prompts of 3 splits, answers; 3 spaces' values, probs, tries
+    # prompts of 3 splits, the tiny model's answers; 3 spaces' values, probs, tries, masses, draws; 2 metrics
+    assert len(artifacts(native)) == 4 + 3 * 5 + 2
     assert artifacts(native) == artifacts(avx2)
 
 
@@ -98,12 +99,13 @@ def test_numpy_geomspace_as_a_cpu_without_avx512_misses_the_authors_grid(avx2, m
 @pytest.mark.skipif(not HAS_AVX512, reason="this CPU has no AVX-512 kernels to compare with")
 def test_numpy_avx512_kernels_would_change_the_probabilities(avx2):
     """Why calibft turns them off: with them (NPY_DISABLE_CPU_FEATURES set empty), the masses of the output
-    spaces and tries differ in their last bits; the strings do not."""
+    spaces and tries and the metrics (W1 evaluates the law's CDF) differ in their last bits; the strings do not."""
     unpinned = data_layer_digest(environment={"NPY_DISABLE_CPU_FEATURES": ""})
     assert unpinned["numpy_avx512_kernels"] != []
     changed = {key for key, value in artifacts(unpinned).items() if value != avx2[key]}
     assert {key for key in changed if key.endswith("/probs")} == {key for key in avx2 if key.endswith("/probs")}
     assert not any(key.endswith("/values") for key in changed)
+    assert {"metrics/unseen", "metrics/ood"} <= changed
 
 
 def test_pinning_keeps_a_setting_the_user_made(monkeypatch):
