@@ -5,8 +5,9 @@
 For each seed and feature set, runs the demo profile (`snakemake --profile profiles/demo`) in a scratch
 folder up to the structured evaluation of the base model and both adapters, with the demo config's `seed`
 and the tiny model's seed both set to the seed. `native` runs with the CPU's own kernels; `avx2` emulates
-a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET). Prints one JSON line: every run's figures, and for
-each figure that a demo test asserts (tests/test_workflow.py) its range over the runs.
+a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET). Prints one JSON line: every run's figures, their
+ranges over the runs, and for each outcome that the demo's tests assert (tests/test_workflow.py) the minimum,
+maximum, mean and standard deviation of its figures, pooled over the soft and hard recipes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -29,6 +31,15 @@ from calibft.cpu import AVX2_FEATURE_SET  # noqa: E402
 FEATURE_SETS = {"native": {}, "avx2": AVX2_FEATURE_SET}
 CONDITIONS = ("base", "soft", "hard")
 SPLITS = ("unseen", "ood")
+RECIPES = ("soft", "hard")
+# the figures behind each outcome a demo test asserts (or does not), pooled over the recipes
+CLAIMS = {
+    "soft-target KL on unseen parameters, after / before training": [f"{r}/probe_kl_ratio" for r in RECIPES],
+    "logit KL on unseen parameters, tuned / base": [f"{r}/unseen/logit_kl_ratio" for r in RECIPES],
+    "logit KL on held-out families, tuned / base": [f"{r}/ood/logit_kl_ratio" for r in RECIPES],
+    "valid rate of the tuned models": [f"{r}/{split}/valid_rate" for r in RECIPES for split in SPLITS],
+    "normalized W1 on unseen parameters, tuned / base": [f"{r}/unseen/w1_norm_ratio" for r in RECIPES],
+}
 
 
 def demo_config(path: Path, seed: int) -> dict:
@@ -57,7 +68,7 @@ def run_demo(workdir: Path, config: dict, environment: dict[str, str]) -> float:
 def outcomes(workdir: Path) -> dict[str, float]:
     """The figures the demo's tests assert, read from the run's files."""
     figures = {}
-    for recipe in ("soft", "hard"):
+    for recipe in RECIPES:
         run = json.loads((workdir / "results" / "adapters" / "tiny" / recipe / "run.json").read_text())
         figures[f"{recipe}/probe_kl_ratio"] = run["unseen_soft_kl_after"] / run["unseen_soft_kl_before"]
     for split in SPLITS:
@@ -70,7 +81,7 @@ def outcomes(workdir: Path) -> dict[str, float]:
         for cond in CONDITIONS:
             for metric in ("w1_norm", "logit_kl", "valid_rate"):
                 figures[f"{cond}/{split}/{metric}"] = aggregate[cond][metric]
-        for recipe in ("soft", "hard"):
+        for recipe in RECIPES:
             for metric in ("w1_norm", "logit_kl"):
                 tuned, base = aggregate[recipe][metric], aggregate["base"][metric]
                 ratio = None if tuned is None or base is None else tuned / base
@@ -97,7 +108,12 @@ def main() -> None:
         values = [run[key] for run in runs if isinstance(run[key], float)]
         if key not in ("feature_set", "seed", "seconds") and values:
             spread[key] = [min(values), max(values)]
-    print(json.dumps({"runs": runs, "spread": spread}))
+    claims = {}
+    for claim, keys in CLAIMS.items():
+        values = [run[key] for run in runs for key in keys if run[key] is not None]
+        claims[claim] = {"min": min(values), "max": max(values), "mean": statistics.mean(values)}
+        claims[claim]["sd"] = statistics.stdev(values) if len(values) > 1 else None
+    print(json.dumps({"runs": runs, "spread": spread, "claims": claims}))
 
 
 if __name__ == "__main__":

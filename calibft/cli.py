@@ -92,11 +92,12 @@ def _gpirt(args: argparse.Namespace) -> None:
 
 
 def _cpu(args: argparse.Namespace) -> None:
-    if args.as_avx2:
-        os.execvpe(args.as_avx2[0], args.as_avx2, {**os.environ, **cpu.AVX2_FEATURE_SET})
-    if args.as_avx2 == []:
+    if args.as_avx2 is None:
+        _emit(cpu.kernels())
+    elif not args.as_avx2:
         raise ValueError("--as-avx2 needs a command to run")
-    _emit(cpu.kernels())
+    else:  # replaces this process
+        os.execvpe(args.as_avx2[0], args.as_avx2, {**os.environ, **cpu.AVX2_FEATURE_SET})
 
 
 def main(argv: list[str] | None = None) -> int:

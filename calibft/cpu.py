@@ -78,5 +78,5 @@ def warn_if_numpy_runs_avx512_kernels() -> None:
             f"numpy runs its AVX-512 kernels ({', '.join(active)}): output-space probabilities and metrics may"
             " differ in their last bits from other CPUs'. Import calibft before numpy, or set"
             f" NPY_DISABLE_CPU_FEATURES='{NUMPY_PIN['NPY_DISABLE_CPU_FEATURES']}' (see calibft.cpu).",
-            stacklevel=4,
+            stacklevel=3,
         )

@@ -18,6 +18,7 @@ from calibft.families import family
 from tests.test_grid import AUTHORS, texts_digest
 
 REPO = Path(__file__).resolve().parents[1]
+CALIBFT = str(Path(sys.executable).parent / "calibft")
 HAS_AVX512 = bool(__cpu_features__.get("AVX512F"))  # the hardware's, whatever numpy dispatches to
 
 
@@ -44,7 +45,7 @@ def native() -> dict:
 @pytest.fixture(scope="module")
 def avx2() -> dict:
     """As a user emulates a CPU without AVX-512: `calibft cpu --as-avx2 COMMAND`."""
-    return data_layer_digest(str(Path(sys.executable).parent / "calibft"), "cpu", "--as-avx2")
+    return data_layer_digest(CALIBFT, "cpu", "--as-avx2")
 
 
 def artifacts(digest: dict) -> dict:
@@ -72,6 +73,14 @@ def test_prompts_are_the_authors_as_a_cpu_without_avx512(avx2, split):
     assert avx2[f"prompts/{split}"] == AUTHORS["prompts"][split]["sha256"]
 
 
+def test_calibft_prompts_train_as_a_cpu_without_avx512_prints_the_authors_prompts():
+    command = [CALIBFT, "cpu", "--as-avx2", CALIBFT, "prompts", "train"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    texts = [json.loads(line)["prompt"] for line in result.stdout.splitlines()]
+    assert texts_digest(texts) == AUTHORS["prompts"]["train"]["sha256"]
+
+
 def test_numpy_geomspace_as_a_cpu_without_avx512_misses_the_authors_grid(avx2, monkeypatch):
     """What the grid gave before its geometric axes were written out: 51 training prompts end in another digit."""
     computed = {key: avx2["geomspace"][repr(key)] for key in grid.GEOMSPACE}
@@ -93,7 +102,7 @@ def test_numpy_geomspace_as_a_cpu_without_avx512_misses_the_authors_grid(avx2, m
     monkeypatch.setattr(grid, "TRAIN_AXES", computed_axes)
     computed_prompts = grid.prompts("train")
     assert sum(a.prompt != c.prompt for a, c in zip(authors, computed_prompts, strict=True)) == 51
-    assert texts_digest(computed_prompts) != AUTHORS["prompts"]["train"]["sha256"]
+    assert texts_digest([p.prompt for p in computed_prompts]) != AUTHORS["prompts"]["train"]["sha256"]
 
 
 @pytest.mark.skipif(not HAS_AVX512, reason="this CPU has no AVX-512 kernels to compare with")
