@@ -105,8 +105,8 @@ def main() -> None:
             print(json.dumps(runs[-1]), file=sys.stderr)
     spread = {}
     for key in runs[0]:
-        values = [run[key] for run in runs if isinstance(run[key], float)]
-        if key not in ("feature_set", "seed", "seconds") and values:
+        values = [run[key] for run in runs if isinstance(run[key], float)]  # the figures, where defined
+        if values:
             spread[key] = [min(values), max(values)]
     claims = {}
     for claim, keys in CLAIMS.items():

@@ -72,7 +72,7 @@ def pin_numpy_kernels() -> None:
 def warn_if_numpy_runs_avx512_kernels() -> None:
     """Warn once per process if numpy runs its AVX-512 kernels (it was imported before calibft, or the user
     set NPY_DISABLE_CPU_FEATURES otherwise). Called where the laws are evaluated (calibft.families)."""
-    active = numpy_avx512_kernels() if is_x86_64() else []
+    active = numpy_avx512_kernels()  # empty off x86-64, where numpy has no such targets
     if active:
         warnings.warn(
             f"numpy runs its AVX-512 kernels ({', '.join(active)}): output-space probabilities and metrics may"

@@ -132,7 +132,6 @@ def test_pinning_sets_the_variable_for_child_processes(monkeypatch):
 
 def test_evaluating_a_law_warns_once_where_numpy_runs_avx512_kernels(monkeypatch):
     monkeypatch.setattr(calibft.cpu, "numpy_avx512_kernels", lambda: ["X86_V4"])
-    monkeypatch.setattr(calibft.cpu, "is_x86_64", lambda: True)
     warn_if_numpy_runs_avx512_kernels.cache_clear()
     try:
         with pytest.warns(UserWarning, match=r"numpy runs its AVX-512 kernels \(X86_V4\)") as caught:
