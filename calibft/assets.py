@@ -70,6 +70,18 @@ OPEN_ENDED_PROMPTS = Asset(
     filename="open_random_gen_prompts.json",
 )
 
+# The authors' String Seed of Thought system prompts (their inference/ssot_prompts.py at the same commit), a
+# Python file read without being run: calibft.evals.ssot_release.read_prompts takes its string assignments.
+SSOT_PROMPTS = Asset(
+    name="String Seed of Thought prompts",
+    url=(
+        "https://raw.githubusercontent.com/chandar-lab/calibration-finetuning/"
+        "a09d46dc5f6a87c39b85b8ec524c7904284bc2ab/src/random_steering/inference/ssot_prompts.py"
+    ),
+    sha256="717fb4daa53f79ce5498c122ce679311b46d74205365b058a666a95932b3202b",
+    filename="ssot_prompts.py",
+)
+
 
 def jsonl_prompts(count: int) -> Callable[[Path], None]:
     """A content check: exactly `count` JSON lines, each an object with a non-empty string `prompt`."""
@@ -199,14 +211,23 @@ def _hub_token() -> str | None:
     return get_token()  # HF_TOKEN, or the token `hf auth login` stored
 
 
-def export_dataset(dataset: HubDataset, out_file: str | os.PathLike) -> str:
+def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: str | os.PathLike | None = None) -> str:
     """Download one split at `revision` and write its rows to `out_file` (atomically); returns the commit.
+
+    With a `lock_dir`, a `revision` that is not a commit goes through a lock file there (calibft.locks): the
+    first download locks the commit the branch resolved to, later ones take the locked commit and log a warning
+    (logger `calibft.assets`) when the branch has moved upstream since.
 
     Raises `AssetError` that names the dataset and says what to do: for a gated dataset without a token or
     without access, which terms to accept and how to pass the token; offline, how to export it elsewhere.
+    Raises `calibft.locks.LockError` for a corrupt lock file.
     """
+    import logging
+
     from datasets import load_dataset
     from huggingface_hub import HfApi
+
+    from calibft.locks import locked_revision
 
     page = f"https://huggingface.co/datasets/{dataset.path}"
     what = f"{dataset.path} ({dataset.name or 'default'} configuration, {dataset.split} split)"
@@ -220,37 +241,62 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike) -> str:
         f"{what} is gated and this token has no access: accept its terms at {page} with the account of HF_TOKEN, "
         "then run the workflow again"
     )
-    by_hand = (
-        f"export it on a machine that has it (datasets.load_dataset({dataset.path!r}, {dataset.name!r}, "
-        f"split={dataset.split!r}, revision={dataset.revision!r}).to_json(PATH)) and place it at "
-        f"{Path(out_file).resolve()}"
-    )
-    with _hub_errors(f"{what} at revision {dataset.revision}", gated, by_hand):
-        commit = HfApi().dataset_info(dataset.path, revision=dataset.revision, token=token).sha
+
+    def by_hand(revision: str) -> str:
+        return (
+            f"export it on a machine that has it (datasets.load_dataset({dataset.path!r}, {dataset.name!r}, "
+            f"split={dataset.split!r}, revision={revision!r}).to_json(PATH)) and place it at "
+            f"{Path(out_file).resolve()}"
+        )
+
+    def resolve(revision: str) -> str:
+        with _hub_errors(f"{what} at revision {revision}", gated, by_hand(revision)):
+            return HfApi().dataset_info(dataset.path, revision=revision, token=token).sha
+
+    commit, message, warning = locked_revision("datasets", dataset.path, dataset.revision, lock_dir, resolve)
+    if message is not None:
+        logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
+    with _hub_errors(f"{what} at revision {dataset.revision} (commit {commit})", gated, by_hand(commit)):
         rows = load_dataset(dataset.path, dataset.name, split=dataset.split, revision=commit, token=token)
     with atomic_path(out_file) as tmp:
         rows.to_json(tmp, lines=True, force_ascii=False)
     return commit
 
 
-def snapshot(repo_id: str, revision: str, folder: str | os.PathLike) -> str:
+def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: str | os.PathLike | None = None) -> str:
     """Download a Hugging Face model repository at `revision` into `folder`; returns the commit it resolved to.
 
-    Raises `AssetError` saying how to get access (gated repository) or how to download it by hand (offline).
+    With a `lock_dir`, a `revision` that is not a commit goes through a lock file there, as in `export_dataset`.
+
+    Raises `AssetError` saying how to get access (gated repository) or how to download it by hand (offline),
+    and `calibft.locks.LockError` for a corrupt lock file.
     """
+    import logging
+
     from huggingface_hub import HfApi, snapshot_download
+
+    from calibft.locks import locked_revision
 
     folder = Path(folder)
     gated = (
         f"{repo_id} is a gated Hugging Face repository: accept its terms at https://huggingface.co/{repo_id}, "
         "then log in (`hf auth login`) or set HF_TOKEN, and run the workflow again"
     )
-    by_hand = (
-        f"run `hf download {repo_id} --revision {revision} --local-dir {folder.resolve()}` on a machine that has "
-        "it and copy the folder here"
-    )
-    with _hub_errors(f"{repo_id} (revision {revision})", gated, by_hand):
-        commit = HfApi().model_info(repo_id, revision=revision).sha
+
+    def by_hand(revision: str) -> str:
+        return (
+            f"run `hf download {repo_id} --revision {revision} --local-dir {folder.resolve()}` on a machine that "
+            "has it and copy the folder here"
+        )
+
+    def resolve(revision: str) -> str:
+        with _hub_errors(f"{repo_id} (revision {revision})", gated, by_hand(revision)):
+            return HfApi().model_info(repo_id, revision=revision).sha
+
+    commit, message, warning = locked_revision("models", repo_id, revision, lock_dir, resolve)
+    if message is not None:
+        logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
+    with _hub_errors(f"{repo_id} (revision {revision}, commit {commit})", gated, by_hand(commit)):
         snapshot_download(repo_id, revision=commit, local_dir=folder)
     return commit
 

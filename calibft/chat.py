@@ -13,10 +13,11 @@ Everything that differs between families lives in the model's `chat:` entry of `
   instead of the clock (GPT-OSS's "Current date", which has no variable of its own), so that a prompt is
   the same on every day, and a training run resumed after midnight keeps its prompts.
 
-A formatted prompt is tokenized so that a BOS the template already wrote is not added a second time
-(`encode_prompt`). Completions are tokenized alone, without special tokens, with the tokenizer's EOS
-appended: that is `calibft.trie.tokenize_values`, which serves training and the tries alike. Outputs are decoded with
-special tokens skipped and cleaned of reasoning traces by `strip_reasoning`.
+A formatted prompt is tokenized so that a BOS the template already wrote is not added a second time, or, as
+the authors' release does, with the tokenizer's special tokens added anyway (`encode_prompt`). Completions are
+tokenized alone, without special tokens, with the tokenizer's EOS appended: that is `calibft.trie.tokenize_values`,
+which serves training and the tries alike. Outputs are decoded with special tokens skipped and cleaned of
+reasoning traces by `strip_reasoning`.
 """
 
 from __future__ import annotations
@@ -132,22 +133,33 @@ def _templates_see_day(day: str | None) -> Iterator[None]:
         chat_template_utils.datetime = clock
 
 
-def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    """Token ids of a formatted prompt, with no special token duplicated.
+PROMPT_BOS = ("single", "doubled")
 
-    When the text already starts with the tokenizer's BOS (Gemma-3, Llama-3.2 templates write it), it is
-    encoded as it is; otherwise the tokenizer adds what it normally adds (nothing for Qwen3 and GPT-OSS).
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str, bos: str = "single") -> list[int]:
+    """Token ids of a formatted prompt.
+
+    `single`: when the text already starts with the tokenizer's BOS (Gemma-3, Llama-3.2 templates write it), it
+    is encoded as it is; otherwise the tokenizer adds what it normally adds (nothing for Qwen3 and GPT-OSS).
+    `doubled`: the tokenizer adds its special tokens whatever the text holds, as the authors' release encodes
+    prompts: two BOS where the template wrote one (the `prompt_bos` switch of `calibft.protocol`).
     """
-    bos = tokenizer.bos_token
-    already_there = bool(bos) and text.startswith(bos)
+    if bos not in PROMPT_BOS:
+        raise ValueError(f"bos must be one of {PROMPT_BOS}, got {bos!r}")
+    first = tokenizer.bos_token
+    already_there = bos == "single" and bool(first) and text.startswith(first)
     return list(tokenizer(text, add_special_tokens=not already_there)["input_ids"])
 
 
 def chat_prompt_ids(
-    tokenizer: PreTrainedTokenizerBase, user_message: str, options: ChatOptions, system: str | None = None
+    tokenizer: PreTrainedTokenizerBase,
+    user_message: str,
+    options: ChatOptions,
+    system: str | None = None,
+    bos: str = "single",
 ) -> list[int]:
     """`encode_prompt` of `format_prompt`: the ids a model is prompted with."""
-    return encode_prompt(tokenizer, format_prompt(tokenizer, user_message, options, system))
+    return encode_prompt(tokenizer, format_prompt(tokenizer, user_message, options, system), bos)
 
 
 def decode_output(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:

@@ -5,7 +5,8 @@ the full benchmark from a fitted multidimensional IRT model.
 
 - `load_params(path)`: the parameters pickle (`tinyBenchmarks.pkl`, downloaded by the workflow at run time),
   checked for the structure below.
-- `item_probabilities(A, B, theta)`: P_i(theta) = sigmoid(sum_d clip(A[d, i] * theta_d - B[i], -30, 30)).
+- `item_probabilities(A, B, theta)`: P_i(theta) = sigmoid(sum_d clip(A[d, i] * theta_d - B[i], -30, 30)), the
+  sigmoid computed as upstream does, 1 / (1 + exp(-z)) (see `sigmoid`).
 - `fit_theta(A_seen, B_seen, scores)`: the ability theta minimizing the Bernoulli negative log-likelihood
   -sum_j [y_j log(P_j + eps) + (1 - y_j) log(1 - P_j + eps)] (eps = 1e-10) of the seen items, by BFGS from 0
   with scipy's finite-difference gradient, as upstream; continuous scores y_j in [0, 1] are used as they are.
@@ -59,7 +60,6 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit
 
 from calibft.checks import check_choice
 
@@ -137,12 +137,26 @@ def check_params(params: Any, source: str = "parameters") -> None:
         raise ValueError(f"{source}: missing or malformed keys: {', '.join(missing)}")
 
 
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)), in upstream's floating-point operations (tinyBenchmarks `sigmoid`).
+
+    Not `scipy.special.expit`, which takes the C library's exp whatever numpy runs. Where numpy runs its
+    AVX-512 kernels (numpy imported before calibft, on a CPU with AVX-512: see calibft.cpu), numpy's exp
+    rounds the last bit differently for about 2% of inputs, and the likelihood is minimized by BFGS with a
+    finite-difference gradient, which magnifies that by about 1e8: BFGS then takes other steps and stops
+    elsewhere, up to 5e-4 away in p-IRT on synthetic files, for every task (ARC's was noticed first). With
+    upstream's operations the objective is bit for bit upstream's under any kernels, so BFGS takes the same
+    steps. (Under calibft's pinned kernels numpy's exp is the C library's, and both give the same bits.)
+    """
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 def item_probabilities(A: np.ndarray, B: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """P_i(theta) for items with discriminations A (D, n) and difficulties B (n,), ability theta (D,)."""
     A = np.asarray(A, dtype=np.float64)
     theta = np.asarray(theta, dtype=np.float64).reshape(-1, 1)
     terms = np.clip(A * theta - np.asarray(B, dtype=np.float64)[None, :], -CLIP, CLIP)
-    return expit(terms.sum(axis=0))
+    return sigmoid(terms.sum(axis=0))
 
 
 def negative_log_likelihood(theta: np.ndarray, A: np.ndarray, B: np.ndarray, scores: np.ndarray) -> float:

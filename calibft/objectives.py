@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 
 Q_FLOOR = 1e-8  # targets are clamped here and renormalized, as in the authors' loss
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
+HARD_REDUCTIONS = ("tokens", "sequences")  # the `hard_loss_reduction` switch
 
 
 @dataclass
@@ -95,18 +97,35 @@ def soft_target_kl(
     child_token: torch.Tensor,
     child_q: torch.Tensor,
     temperature: float = 1.0,
+    numerics: str = "fp32",
 ) -> torch.Tensor:
     """Trie KL of each example: per step sum_v q(v) (log q(v) - log softmax(z / tau)_v) over the trie children
     v, with the softmax over the whole vocabulary (mass outside the children is penalized); mean over the
-    steps of the example."""
+    steps of the example.
+
+    `numerics` (the `numerics` switch of `calibft.protocol`): `fp32` computes in float32 whatever the logits'
+    dtype. `logits_dtype` computes in the logits' dtype as the authors' loss does (bf16 on GPUs): z / tau and
+    its log-softmax, the targets cast to that dtype before they are clamped and renormalized, q log q and every
+    product and difference; each sum (a step's target mass, a step's KL, an example's mean over its steps) is
+    accumulated in float32 and rounded once to that dtype, as torch's sum and mean of such a tensor do. The
+    result has the logits' dtype then.
+    """
+    _check(numerics, NUMERICS, "numerics")
     num_steps, num_examples = len(step_logits), int(step_example.max()) + 1
-    log_pi = torch.log_softmax(step_logits.float() / temperature, dim=-1)
-    q = child_q.float().clamp(min=Q_FLOOR)
-    q = q / torch.zeros(num_steps, device=q.device).index_add_(0, child_step, q)[child_step]
+    dtype = step_logits.dtype if numerics == "logits_dtype" else torch.float32
+
+    def sums(index: torch.Tensor, values: torch.Tensor, size: int) -> torch.Tensor:
+        total = torch.zeros(size, device=values.device).index_add_(0, index, values.float())
+        return total.to(dtype)
+
+    log_pi = torch.log_softmax(step_logits.to(dtype) / temperature, dim=-1)
+    q = child_q.to(dtype).clamp(min=Q_FLOOR)
+    q = q / sums(child_step, q, num_steps)[child_step]
     terms = q * (q.log() - log_pi[child_step, child_token])
-    per_step = torch.zeros(num_steps, device=q.device).index_add_(0, child_step, terms)
-    steps = torch.zeros(num_examples, device=q.device).index_add_(0, step_example, torch.ones_like(per_step))
-    return torch.zeros(num_examples, device=q.device).index_add_(0, step_example, per_step) / steps
+    per_step = sums(child_step, terms, num_steps)
+    zeros = torch.zeros(num_examples, device=q.device)
+    steps = zeros.index_add(0, step_example, torch.ones(num_steps, device=q.device))
+    return (zeros.index_add(0, step_example, per_step.float()) / steps).to(dtype)
 
 
 def soft_target_loss(*args, **kwargs) -> torch.Tensor:
@@ -114,6 +133,39 @@ def soft_target_loss(*args, **kwargs) -> torch.Tensor:
     return soft_target_kl(*args, **kwargs).mean()
 
 
-def completion_cross_entropy(step_logits: torch.Tensor, step_target: torch.Tensor) -> torch.Tensor:
-    """Hard target: token-mean cross-entropy over every completion token of the batch."""
-    return F.cross_entropy(step_logits.float(), step_target)
+def completion_cross_entropy(
+    step_logits: torch.Tensor,
+    step_target: torch.Tensor,
+    step_example: torch.Tensor | None = None,
+    reduction: str = "tokens",
+    numerics: str = "fp32",
+) -> torch.Tensor:
+    """Hard target: cross-entropy of every completion token of the batch, reduced to one number.
+
+    `reduction` (the `hard_loss_reduction` switch of `calibft.protocol`): `tokens` is the mean over all the
+    batch's completion tokens (a longer completion weighs more), as the authors' loss pools them; `sequences` the
+    mean over each example's tokens (`step_example`, required then), then over the examples.
+
+    `numerics` (the `numerics` switch): `fp32` computes in float32; `logits_dtype` in the logits' dtype, as the
+    authors' loss calls `F.cross_entropy` on bf16 logits. `tokens` is then that very call (its log-softmax and
+    mean in the logits' dtype, accumulated as the device's kernel does); `sequences` takes its per-token values
+    and accumulates each mean in float32, rounded once to the logits' dtype.
+    """
+    _check(reduction, HARD_REDUCTIONS, "reduction")
+    _check(numerics, NUMERICS, "numerics")
+    logits = step_logits if numerics == "logits_dtype" else step_logits.float()
+    if reduction == "tokens":
+        return F.cross_entropy(logits, step_target)
+    if step_example is None:
+        raise ValueError("reduction 'sequences' needs step_example, the example of each completion step")
+    per_token = F.cross_entropy(logits, step_target, reduction="none")
+    num_examples = int(step_example.max()) + 1
+    zeros = torch.zeros(num_examples, device=per_token.device)
+    tokens = zeros.index_add(0, step_example, torch.ones_like(per_token, dtype=torch.float32))
+    per_example = zeros.index_add(0, step_example, per_token.float()) / tokens
+    return per_example.to(logits.dtype).mean()
+
+
+def _check(value: str, allowed: tuple[str, ...], name: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")

@@ -19,7 +19,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,8 @@ from calibft.objectives import (
     soft_target_kl,
 )
 from calibft.output_space import SpaceSet
+from calibft.protocol import resolve
+from calibft.provenance import write_provenance
 from calibft.trie import TrieSet, tokenize_values
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -58,10 +60,14 @@ class TrainJob:
     probe_tries: str  # tries of the unseen prompts on the evaluation target, for the KL in run.json
     out_dir: str  # results/adapters/{model}/{recipe}
     checkpoint_dir: str  # survives a failed job, unlike the outputs
+    protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
 
 
-def soft_path_kl(model, tries: TrieSet, items, values, prompt_ids, pad_id, temperature=1.0, max_len=None):
-    """Trie KL of each item along the path of its value `values[i]` (teacher forced), and the batch's tokens."""
+def soft_path_kl(
+    model, tries: TrieSet, items, values, prompt_ids, pad_id, temperature=1.0, max_len=None, numerics="fp32"
+):
+    """Trie KL of each item along the path of its value `values[i]` (teacher forced), and the batch's tokens;
+    `numerics` as in `soft_target_kl`."""
     targets = tries.path_targets(items, values)
     batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len)
     device = next(model.parameters()).device
@@ -73,57 +79,100 @@ def soft_path_kl(model, tries: TrieSet, items, values, prompt_ids, pad_id, tempe
         torch.as_tensor(targets.child_token, device=device),
         torch.as_tensor(targets.child_q, device=device),
         temperature,
+        numerics=numerics,
     )
     return kl, batch.num_tokens
 
 
-def soft_batch_loss(model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None):
+def soft_batch_loss(
+    model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None, numerics="fp32"
+):
     """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
     values = tries.sample_values(items, rng)
-    kl, tokens = soft_path_kl(model, tries, items, values, prompt_ids, pad_id, temperature, max_len)
+    kl, tokens = soft_path_kl(model, tries, items, values, prompt_ids, pad_id, temperature, max_len, numerics)
     return kl.mean(), tokens
 
 
-def hard_batch_loss(model, spaces: SpaceSet, items, prompt_ids, pad_id, rng, tokenizer, max_len=None):
-    """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens."""
+def hard_batch_loss(
+    model,
+    spaces: SpaceSet,
+    items,
+    prompt_ids,
+    pad_id,
+    rng,
+    tokenizer,
+    max_len=None,
+    reduction="tokens",
+    numerics="fp32",
+):
+    """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens
+    (`reduction` and `numerics` as in `completion_cross_entropy`)."""
     values = spaces.sample_values(items, rng)
     strings = spaces.values[spaces.offsets[items] + values]
     completions = tokenize_values(tokenizer, strings)
     batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
     batch = batch.to(next(model.parameters()).device)
-    return completion_cross_entropy(completion_logits(model, batch), batch.step_target), batch.num_tokens
+    logits, example = completion_logits(model, batch), batch.step_example
+    loss = completion_cross_entropy(logits, batch.step_target, example, reduction=reduction, numerics=numerics)
+    return loss, batch.num_tokens
 
 
-def fixed_paths(tries: TrieSet, paths: int, seed: int) -> np.ndarray:
-    """[prompts, paths] value indices drawn from each prompt's target with a generator of its own (seed, prompt
-    id), so that a prompt's paths do not depend on which other prompts are evaluated."""
-    return np.stack(
-        [
+PATH_SEEDS = ("fixed", "per_prompt")
+
+
+def fixed_paths(tries: TrieSet, paths: int, seed: int, seeds: str = "per_prompt") -> np.ndarray:
+    """[prompts, paths] value indices drawn from each prompt's target.
+
+    `per_prompt`: each prompt with a generator of its own (seed, prompt id), so that a prompt's paths do not
+    depend on which other prompts are evaluated. `fixed`: path k of every prompt with `default_rng(seed + k)`,
+    one `choice` over the prompt's values in the order of its output space, as the authors' release draws them
+    (the `logit_kl_path_seeds` switch of `calibft.protocol`).
+    """
+    if seeds == "per_prompt":
+        rows = [
             tries.sample_values(np.full(paths, i), np.random.default_rng(seed_for(seed, str(tries.ids[i]))))
             for i in range(len(tries))
         ]
-    )
+        return np.stack(rows)
+    if seeds != "fixed":
+        raise ValueError(f"seeds must be one of {PATH_SEEDS}, got {seeds!r}")
+    probs = [tries.value_probs[tries.value_offsets[i] : tries.value_offsets[i + 1]] for i in range(len(tries))]
+    return np.array(
+        [[np.random.default_rng(seed + k).choice(len(p), p=p) for k in range(paths)] for p in probs], dtype=np.int64
+    ).reshape(len(tries), paths)
 
 
 @torch.no_grad()
-def path_kl(model, tries: TrieSet, prompt_ids, pad_id, paths: int, seed: int, batch_size: int = 16) -> np.ndarray:
-    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of REFERENCE section 7)."""
+def path_kl(
+    model,
+    tries: TrieSet,
+    prompt_ids,
+    pad_id,
+    paths: int,
+    seed: int,
+    batch_size: int = 16,
+    seeds: str = "per_prompt",
+    numerics: str = "fp32",
+) -> np.ndarray:
+    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of REFERENCE section 7);
+    `seeds` and `numerics` are the switches `logit_kl_path_seeds` and `numerics` of `calibft.protocol`."""
     was_training = model.training
     model.eval()
-    values = fixed_paths(tries, paths, seed).ravel()
+    values = fixed_paths(tries, paths, seed, seeds).ravel()
     items = np.repeat(np.arange(len(tries)), paths)
     kl = np.empty(len(items))
     for start in range(0, len(items), batch_size):
         part = slice(start, start + batch_size)
-        part_kl, _ = soft_path_kl(model, tries, items[part], values[part], prompt_ids, pad_id)
+        part_kl, _ = soft_path_kl(model, tries, items[part], values[part], prompt_ids, pad_id, numerics=numerics)
         kl[part] = part_kl.float().cpu().numpy()
     model.train(was_training)
     return kl.reshape(len(tries), paths)
 
 
-def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, training: dict, seed: int) -> float:
+def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, job: TrainJob) -> float:
     """The before/after KL of run.json: the mean logit KL over the unseen prompts."""
-    return float(path_kl(model, probe, probe_ids, pad_id, training["kl_probe_paths"], seed).mean())
+    switches = {"seeds": job.protocol["logit_kl_path_seeds"], "numerics": job.protocol["numerics"]}
+    return float(path_kl(model, probe, probe_ids, pad_id, job.training["kl_probe_paths"], job.seed, **switches).mean())
 
 
 def _progress(checkpoint_dir: Path) -> dict:
@@ -156,9 +205,11 @@ def run(job: TrainJob) -> None:
     soft = recipe["objective"] == "soft"
     data = TrieSet.load(job.train_data) if soft else SpaceSet.load(job.train_data)
     chosen = select(prompts("train"), list(data.ids))
-    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options) for p in chosen]
+    bos = job.protocol["prompt_bos"]
+    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, bos=bos) for p in chosen]
     probe = TrieSet.load(job.probe_tries)
-    probe_ids = [chat_prompt_ids(tokenizer, p.prompt, options) for p in select(prompts("unseen"), list(probe.ids))]
+    probe_prompts = select(prompts("unseen"), list(probe.ids))
+    probe_ids = [chat_prompt_ids(tokenizer, p.prompt, options, bos=bos) for p in probe_prompts]
     families = [p.family for p in chosen]
 
     world, rank, batch_size = accelerator.num_processes, accelerator.process_index, training["per_device_batch_size"]
@@ -185,7 +236,7 @@ def run(job: TrainJob) -> None:
         accelerator.print(f"resuming at step {progress['step']} of {steps}")
     else:
         kept = []
-        progress["kl_before"] = _probe_kl(model, probe, probe_ids, pad_id, training, job.seed)
+        progress["kl_before"] = _probe_kl(model, probe, probe_ids, pad_id, job)
     if accelerator.is_main_process:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -204,10 +255,14 @@ def run(job: TrainJob) -> None:
             rng = np.random.default_rng([job.seed, epoch, batch_index, rank])  # resumable: no carried state
             if soft:
                 loss, tokens = soft_batch_loss(
-                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0), max_len
-                )
+                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0), max_len,
+                    numerics=job.protocol["numerics"],
+                )  # fmt: skip
             else:
-                loss, tokens = hard_batch_loss(model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len)
+                loss, tokens = hard_batch_loss(
+                    model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len,
+                    reduction=job.protocol["hard_loss_reduction"], numerics=job.protocol["numerics"],
+                )  # fmt: skip
             accelerator.backward(loss)
             optimizer.step()
             scheduler.step()
@@ -225,7 +280,7 @@ def run(job: TrainJob) -> None:
             if step % training["checkpoint_every"] == 0 or step == steps:
                 _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
 
-    kl_after = _probe_kl(model, probe, probe_ids, pad_id, training, job.seed)
+    kl_after = _probe_kl(model, probe, probe_ids, pad_id, job)
     _save_adapter(accelerator, model, job, log_path, steps, progress["kl_before"], kl_after, started)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
@@ -267,6 +322,8 @@ def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_b
             "versions": _versions(),
         },
     )
+    inputs = {"train_data": job.train_data, "probe_tries": job.probe_tries}
+    write_provenance(out, job, inputs=inputs, seeds={"seed": job.seed})
 
 
 def _versions() -> dict[str, str]:

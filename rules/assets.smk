@@ -99,3 +99,17 @@ rule synthetic_irt_params:
         settings=synthetic_irt_settings,
     script:
         "../workflow_scripts/synthetic_irt_params.py"
+
+
+rule ssot_prompts:
+    output:
+        f"resources/{SSOT_PROMPTS.filename}",
+    log:
+        "logs/assets/ssot_prompts.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        asset="SSOT_PROMPTS",
+    script:
+        "../workflow_scripts/fetch_asset.py"

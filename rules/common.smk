@@ -25,14 +25,41 @@ os.environ.update(
 from calibft.assets import (  # noqa: E402
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,
+    SSOT_PROMPTS,
     TINYBENCHMARKS_PARAMS,
     cache_path,
 )
 from calibft.evals.tinybench import TASKS as TINYBENCH_TASKS  # noqa: E402
 from calibft.config import check_config, model_source, tokenizer_source  # noqa: E402
+from calibft.protocol import protocol_name, protocol_root, resolve  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
+
+# The protocol (calibft.protocol): the value of every switch. Adapters, evaluations, tables and figures of a
+# protocol go under its own root (`results/` for release), logs and benchmarks likewise; the data layer is shared.
+PROTOCOL = resolve(config["protocol"])
+OUT = protocol_root(config["protocol"])
+# logs/ and benchmarks/results/ of release; logs/protocols/{name}/ and so on of any other protocol
+_PROTOCOL_FOLDER = (
+    ""
+    if OUT == "results"
+    else os.path.join("protocols", protocol_name(config["protocol"]))
+)
+
+
+def out(path):
+    """A result of the protocol: results/{path}, or results/protocols/{name}/{path}."""
+    return f"{OUT}/{path}"
+
+
+def out_log(path):
+    return os.path.join("logs", _PROTOCOL_FOLDER, path)
+
+
+def out_benchmark(path):
+    return os.path.join("benchmarks", "results", _PROTOCOL_FOLDER, path)
+
 
 SPLITS = ["train", "unseen", "ood"]
 CONDITIONS = config["evaluation"]["conditions"]
@@ -179,7 +206,7 @@ def tiny_model_threads(wildcards):
 def adapter_outputs():
     """Every adapter: the final recipes for every model, the ablations' for the ablation models."""
     return [
-        f"results/adapters/{model}/{recipe}/run.json" for model, recipe in TRAINING_RUNS
+        f"{OUT}/adapters/{model}/{recipe}/run.json" for model, recipe in TRAINING_RUNS
     ]
 
 
@@ -224,10 +251,11 @@ def train_job(wildcards, output):
         "recipe": config["recipes"][wildcards.recipe],
         "training": config["training"],
         "seed": config["seed"],
+        "protocol": PROTOCOL,
         "train_data": train_data(wildcards),
         "probe_tries": probe_tries(wildcards),
         "out_dir": os.path.dirname(output.run),
-        "checkpoint_dir": f"results/checkpoints/{wildcards.model}/{wildcards.recipe}",
+        "checkpoint_dir": f"{OUT}/checkpoints/{wildcards.model}/{wildcards.recipe}",
     }
     return json.dumps(job)
 
@@ -246,7 +274,7 @@ def adapter_files(wildcards):
     """The adapter of a fine-tuned condition; nothing for the base model."""
     if wildcards.cond == "base":
         return []
-    return f"results/adapters/{wildcards.model}/{wildcards.cond}/adapter_config.json"
+    return f"{OUT}/adapters/{wildcards.model}/{wildcards.cond}/adapter_config.json"
 
 
 def structured_tries(wildcards):
@@ -266,9 +294,10 @@ def model_under_test(wildcards, output, settings):
         "chat": entry["chat"],
         "condition": cond,
         "adapter": (
-            None if cond == "base" else f"results/adapters/{wildcards.model}/{cond}"
+            None if cond == "base" else f"{OUT}/adapters/{wildcards.model}/{cond}"
         ),
         "seed": config["seed"],
+        "protocol": PROTOCOL,
         "precision": config["evaluation"]["precision"],
         "sampling": settings["sampling"],
         "out_dir": os.path.dirname(output[0]),
@@ -281,7 +310,7 @@ def eval_job(wildcards, output, evaluation, settings, **extra):
     job.update(
         evaluation=evaluation,
         split=wildcards.eval_split,
-        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/{evaluation}/{wildcards.eval_split}",
+        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/{evaluation}/{wildcards.eval_split}",
         **extra,
     )
     return json.dumps(job)
@@ -319,7 +348,7 @@ def noveltybench_prompts(wildcards):
 def noveltybench_generation_job(wildcards, input, output):
     """The resolved GenerationJob of calibft.evals.noveltybench_run, as JSON."""
     job = model_under_test(wildcards, output, NOVELTYBENCH)
-    checkpoints = f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/noveltybench/{wildcards.nb_split}"
+    checkpoints = f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/noveltybench/{wildcards.nb_split}"
     return json.dumps(
         {
             **job,
@@ -358,7 +387,8 @@ def noveltybench_scoring_job(wildcards, input, output):
         "precision": config["evaluation"]["precision"],
         "out_dir": os.path.dirname(output.summary),
         "reward_batch_size": NOVELTYBENCH["reward_batch_size"],
-        "checkpoint_dir": f"results/checkpoints/eval/{wildcards.model}/{wildcards.cond}/noveltybench_scores/{wildcards.nb_split}",
+        "protocol": PROTOCOL,
+        "checkpoint_dir": f"{OUT}/checkpoints/eval/{wildcards.model}/{wildcards.cond}/noveltybench_scores/{wildcards.nb_split}",
     }
     return json.dumps(job)
 
@@ -418,7 +448,7 @@ def tinybench_job(wildcards, input, output):
         irt_params=input.params,
         batch_size=TINYBENCH["batch_size"],
         max_new_tokens=TINYBENCH["max_new_tokens"],
-        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/tinybench",
+        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/tinybench",
     )
     return json.dumps(job)
 
@@ -451,7 +481,7 @@ def paloma_job(wildcards, input, output):
         stride=PALOMA["stride"],
         batch_size=PALOMA["batch_size"],
         max_documents=PALOMA["max_documents"],
-        checkpoint_dir=f"results/checkpoints/eval/{wildcards.model}/{job['condition']}/paloma",
+        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/paloma",
     )
     return json.dumps(job)
 
@@ -468,31 +498,51 @@ def structured_job(wildcards, input, output):
     )
 
 
-def ssot_job(wildcards, output):
-    """The SSOT job of a model: its own instruction and answer pattern where it has them (GPT-OSS)."""
+def ssot_prompts_files(wildcards):
+    """protocol ssot_prompt release: the release's prompt file (configured, or downloaded by rule ssot_prompts)."""
+    if PROTOCOL["ssot_prompt"] != "release":
+        return []
+    if SSOT["release_prompts_file"] is None:
+        return [cache_path(SSOT_PROMPTS, "resources")]
+    return [os.path.join(workflow.basedir, SSOT["release_prompts_file"])]
+
+
+def ssot_job(wildcards, input, output):
+    """The SSOT job of a model: the release's prompts and answer rules (protocol ssot_prompt release), or the
+    config's instruction and answer pattern, the model's own where it has them (GPT-OSS).
+    """
     model = config["models"][wildcards.model]
+    if PROTOCOL["ssot_prompt"] == "release":
+        prompt = {
+            "release_prompts": input.prompts[0],
+            "release_style": model.get("ssot_release_style", "default"),
+        }
+    else:
+        prompt = {
+            "system": model.get("ssot_instruction", SSOT["instruction"]),
+            "answer_pattern": model.get("ssot_answer_pattern", SSOT["answer_pattern"]),
+        }
     return eval_job(
         wildcards,
         output,
         "ssot",
         SSOT,
         chat_overrides=model.get("ssot_chat", {}),
-        system=model.get("ssot_instruction", SSOT["instruction"]),
-        answer_pattern=model.get("ssot_answer_pattern", SSOT["answer_pattern"]),
+        **prompt,
     )
 
 
 def structured_metrics(split, conditions=None):
     """metrics.json of every model and condition on one split, in the order of structured_runs."""
     return [
-        f"results/eval/{model}/{cond}/structured/{split}/metrics.json"
+        f"{OUT}/eval/{model}/{cond}/structured/{split}/metrics.json"
         for model, cond in structured_runs(conditions)
     ]
 
 
 def ssot_metrics(split):
     return [
-        f"results/eval/{model}/base/ssot/{split}/metrics.json"
+        f"{OUT}/eval/{model}/base/ssot/{split}/metrics.json"
         for model in config["models"]
     ]
 
@@ -525,7 +575,7 @@ def figure_metrics(wildcards):
 
 def samples_file(model, cond, split):
     evaluation = "ssot" if cond == "ssot" else "structured"
-    return f"results/eval/{model}/{'base' if cond == 'ssot' else cond}/{evaluation}/{split}/samples.jsonl.gz"
+    return f"{OUT}/eval/{model}/{'base' if cond == 'ssot' else cond}/{evaluation}/{split}/samples.jsonl.gz"
 
 
 def qualitative_panels(name):
@@ -568,7 +618,7 @@ def qualitative_condition_titles(wildcards):
 def ablation_metrics(objective, split):
     """metrics.json of every ablation model and recipe of one objective, models outer."""
     return [
-        f"results/eval/{model}/{recipe}/structured/{split}/metrics.json"
+        f"{OUT}/eval/{model}/{recipe}/structured/{split}/metrics.json"
         for model in ABLATIONS["models"]
         for recipe in ABLATIONS[objective]
     ]
@@ -618,14 +668,14 @@ def metric_key(wildcards):
 
 def open_ended_metrics():
     return [
-        f"results/eval/{model}/{cond}/open_ended/metrics.json"
+        f"{OUT}/eval/{model}/{cond}/open_ended/metrics.json"
         for model, cond in structured_runs()
     ]
 
 
 def mcq_metrics():
     return [
-        f"results/eval/{model}/{cond}/mcq/metrics.json"
+        f"{OUT}/eval/{model}/{cond}/mcq/metrics.json"
         for model, cond in structured_runs()
     ]
 
@@ -641,21 +691,21 @@ def noveltybench_runs():
 
 def noveltybench_scores():
     return [
-        f"results/eval/{model}/{cond}/noveltybench/{split}/scores.jsonl"
+        f"{OUT}/eval/{model}/{cond}/noveltybench/{split}/scores.jsonl"
         for model, cond, split in noveltybench_runs()
     ]
 
 
 def tinybench_summaries():
     return [
-        f"results/eval/{model}/{cond}/tinybench/summary.json"
+        f"{OUT}/eval/{model}/{cond}/tinybench/summary.json"
         for model, cond in structured_runs()
     ]
 
 
 def paloma_summaries():
     return [
-        f"results/eval/{model}/{cond}/paloma/summary.json"
+        f"{OUT}/eval/{model}/{cond}/paloma/summary.json"
         for model, cond in structured_runs()
     ]
 
@@ -769,7 +819,7 @@ def open_ended_figure_inputs(wildcards):
     if wildcards.figure == "appendix_open_multi_threshold":
         return open_ended_metrics()
     return [
-        f"results/eval/{model}/{cond}/open_ended/samples.jsonl.gz"
+        f"{OUT}/eval/{model}/{cond}/open_ended/samples.jsonl.gz"
         for model in OPEN_ENDED["qualitative"]["models"]
         for cond in CONDITIONS
     ]
@@ -778,7 +828,7 @@ def open_ended_figure_inputs(wildcards):
 def qualitative_case_scores(wildcards):
     """The curated scores of the qualitative models, every condition."""
     return [
-        f"results/eval/{model}/{cond}/noveltybench/curated/scores.jsonl"
+        f"{OUT}/eval/{model}/{cond}/noveltybench/curated/scores.jsonl"
         for model in NOVELTYBENCH["qualitative_models"]
         for cond in CONDITIONS
     ]
@@ -794,7 +844,7 @@ def noveltybench_qualitative_tables(wildcards):
         return []
     cases = checkpoints.noveltybench_qualitative_cases.get().output[0]
     names = [case["name"] for case in json.loads(open(cases).read())]
-    return expand("results/tables/{name}.{ext}", name=names, ext=["tex", "csv", "md"])
+    return expand(out("tables/{name}.{ext}"), name=names, ext=["tex", "csv", "md"])
 
 
 def table_outputs():
@@ -813,5 +863,5 @@ def table_outputs():
     tables += TRANSFER_TABLES + RETENTION_TABLES
     figures += OPEN_ENDED_FIGURES + RETENTION_FIGURES
     return expand(
-        "results/tables/{table}.{ext}", table=tables, ext=["tex", "csv", "md"]
-    ) + expand("results/figures/{figure}.{ext}", figure=figures, ext=["pdf", "png"])
+        out("tables/{table}.{ext}"), table=tables, ext=["tex", "csv", "md"]
+    ) + expand(out("figures/{figure}.{ext}"), figure=figures, ext=["pdf", "png"])

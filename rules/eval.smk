@@ -4,13 +4,13 @@ rule structured_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples="results/eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz",
-        logit_kl="results/eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl",
-        metrics="results/eval/{model}/{cond}/structured/{eval_split}/metrics.json",
+        samples=out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
+        logit_kl=out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
+        metrics=out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
     log:
-        "logs/eval/{model}/{cond}/structured/{eval_split}.log",
+        out_log("eval/{model}/{cond}/structured/{eval_split}.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/structured/{eval_split}.tsv"
+        out_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -27,14 +27,15 @@ rule structured_eval:
 
 rule ssot_eval:
     input:
+        prompts=ssot_prompts_files,
         model=model_files,
     output:
-        samples="results/eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz",
-        metrics="results/eval/{model}/base/ssot/{eval_split}/metrics.json",
+        samples=out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
+        metrics=out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
     log:
-        "logs/eval/{model}/base/ssot/{eval_split}.log",
+        out_log("eval/{model}/base/ssot/{eval_split}.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/base/ssot/{eval_split}.tsv"
+        out_benchmark("eval/{model}/base/ssot/{eval_split}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -55,13 +56,13 @@ rule open_ended_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples="results/eval/{model}/{cond}/open_ended/samples.jsonl.gz",
-        support="results/eval/{model}/{cond}/open_ended/support.jsonl",
-        metrics="results/eval/{model}/{cond}/open_ended/metrics.json",
+        samples=out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
+        support=out("eval/{model}/{cond}/open_ended/support.jsonl"),
+        metrics=out("eval/{model}/{cond}/open_ended/metrics.json"),
     log:
-        "logs/eval/{model}/{cond}/open_ended.log",
+        out_log("eval/{model}/{cond}/open_ended.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/open_ended.tsv"
+        out_benchmark("eval/{model}/{cond}/open_ended.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -81,12 +82,12 @@ rule mcq_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations="results/eval/{model}/{cond}/mcq/generations.jsonl.gz",
-        metrics="results/eval/{model}/{cond}/mcq/metrics.json",
+        generations=out("eval/{model}/{cond}/mcq/generations.jsonl.gz"),
+        metrics=out("eval/{model}/{cond}/mcq/metrics.json"),
     log:
-        "logs/eval/{model}/{cond}/mcq.log",
+        out_log("eval/{model}/{cond}/mcq.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/mcq.tsv"
+        out_benchmark("eval/{model}/{cond}/mcq.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -107,11 +108,13 @@ rule noveltybench_generate:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations="results/eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz",
+        generations=out(
+            "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
+        ),
     log:
-        "logs/eval/{model}/{cond}/noveltybench/{nb_split}_generate.log",
+        out_log("eval/{model}/{cond}/noveltybench/{nb_split}_generate.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv"
+        out_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -128,16 +131,18 @@ rule noveltybench_generate:
 
 rule noveltybench_score:
     input:
-        generations="results/eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz",
+        generations=out(
+            "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
+        ),
         evaluators=evaluator_folders,
     output:
-        partitions="results/eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl",
-        scores="results/eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl",
-        summary="results/eval/{model}/{cond}/noveltybench/{nb_split}/summary.json",
+        partitions=out("eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl"),
+        scores=out("eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl"),
+        summary=out("eval/{model}/{cond}/noveltybench/{nb_split}/summary.json"),
     log:
-        "logs/eval/{model}/{cond}/noveltybench/{nb_split}_score.log",
+        out_log("eval/{model}/{cond}/noveltybench/{nb_split}_score.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/noveltybench/{nb_split}_score.tsv"
+        out_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_score.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: scoring_resource("cpus")
@@ -158,15 +163,15 @@ rule tinybench_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        summary="results/eval/{model}/{cond}/tinybench/summary.json",
+        summary=out("eval/{model}/{cond}/tinybench/summary.json"),
         scores=expand(
-            "results/eval/{{model}}/{{cond}}/tinybench/{task}/scores.json",
+            out("eval/{{model}}/{{cond}}/tinybench/{task}/scores.json"),
             task=TINYBENCH["tasks"],
         ),
     log:
-        "logs/eval/{model}/{cond}/tinybench.log",
+        out_log("eval/{model}/{cond}/tinybench.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/tinybench.tsv"
+        out_benchmark("eval/{model}/{cond}/tinybench.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -187,12 +192,12 @@ rule paloma_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        documents="results/eval/{model}/{cond}/paloma/documents.jsonl.gz",
-        summary="results/eval/{model}/{cond}/paloma/summary.json",
+        documents=out("eval/{model}/{cond}/paloma/documents.jsonl.gz"),
+        summary=out("eval/{model}/{cond}/paloma/summary.json"),
     log:
-        "logs/eval/{model}/{cond}/paloma.log",
+        out_log("eval/{model}/{cond}/paloma.log"),
     benchmark:
-        "benchmarks/results/eval/{model}/{cond}/paloma.tsv"
+        out_benchmark("eval/{model}/{cond}/paloma.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")

@@ -2,7 +2,7 @@ rule config_tables:
     output:
         report(
             expand(
-                "results/tables/{table}.{ext}",
+                out("tables/{table}.{ext}"),
                 table=CONFIG_TABLES,
                 ext=["tex", "csv", "md"],
             ),
@@ -11,7 +11,7 @@ rule config_tables:
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/config_tables.log",
+        out_log("tables/config_tables.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -28,13 +28,13 @@ rule grid_granularity_table:
         "results/granularity/costs.json",
     output:
         report(
-            expand("results/tables/grid_granularity.{ext}", ext=["tex", "csv", "md"]),
+            expand(out("tables/grid_granularity.{ext}"), ext=["tex", "csv", "md"]),
             category="Tables",
             subcategory="Data",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/grid_granularity.log",
+        out_log("tables/grid_granularity.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -50,14 +50,14 @@ rule method_figure:
         tokenizer=method_tokenizer_files,
     output:
         pdf=report(
-            "results/figures/method.pdf",
+            out("figures/method.pdf"),
             category="Figures",
             subcategory="Method",
             caption="../report/caption.rst",
         ),
-        png="results/figures/method.png",
+        png=out("figures/method.png"),
     log:
-        "logs/figures/method.log",
+        out_log("figures/method.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -73,19 +73,19 @@ rule method_figure:
 rule training_curves:
     input:
         expand(
-            "results/adapters/{run}/train_log.jsonl",
+            out("adapters/{run}/train_log.jsonl"),
             run=[f"{model}/{recipe}" for model, recipe in MAIN_RUNS],
         ),
     output:
         pdf=report(
-            "results/figures/training_curves.pdf",
+            out("figures/training_curves.pdf"),
             category="Figures",
             subcategory="Training",
             caption="../report/caption.rst",
         ),
-        png="results/figures/training_curves.png",
+        png=out("figures/training_curves.png"),
     log:
-        "logs/figures/training_curves.log",
+        out_log("figures/training_curves.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -102,13 +102,13 @@ rule structured_table:
         split_metrics,
     output:
         report(
-            multiext("results/tables/main_{eval_split}", ".tex", ".csv", ".md"),
+            multiext(out("tables/main_{eval_split}"), ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Structured sampling",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/main_{eval_split}.log",
+        out_log("tables/main_{eval_split}.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -129,14 +129,14 @@ rule ssot_table:
     output:
         report(
             multiext(
-                "results/tables/ssot_structured_{eval_split}", ".tex", ".csv", ".md"
+                out("tables/ssot_structured_{eval_split}"), ".tex", ".csv", ".md"
             ),
             category="Tables",
             subcategory="Structured sampling",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/ssot_structured_{eval_split}.log",
+        out_log("tables/ssot_structured_{eval_split}.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -158,14 +158,14 @@ rule structured_sampling_figure:
         unpack(figure_metrics),
     output:
         pdf=report(
-            "results/figures/main_structured_sampling.pdf",
+            out("figures/main_structured_sampling.pdf"),
             category="Figures",
             subcategory="Structured sampling",
             caption="../report/caption.rst",
         ),
-        png="results/figures/main_structured_sampling.png",
+        png=out("figures/main_structured_sampling.png"),
     log:
-        "logs/figures/main_structured_sampling.log",
+        out_log("figures/main_structured_sampling.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -185,14 +185,14 @@ rule per_distribution_figure:
         split_metrics,
     output:
         pdf=report(
-            "results/figures/appendix_{eval_split}_{metric}_per_dist.pdf",
+            out("figures/appendix_{eval_split}_{metric}_per_dist.pdf"),
             category="Figures",
             subcategory="Structured sampling",
             caption="../report/caption.rst",
         ),
-        png="results/figures/appendix_{eval_split}_{metric}_per_dist.png",
+        png=out("figures/appendix_{eval_split}_{metric}_per_dist.png"),
     log:
-        "logs/figures/appendix_{eval_split}_{metric}_per_dist.log",
+        out_log("figures/appendix_{eval_split}_{metric}_per_dist.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -201,6 +201,7 @@ rule per_distribution_figure:
         kind="per_distribution_figure",
         split="{eval_split}",
         key=metric_key,
+        w1_within_family=PROTOCOL["w1_per_distribution"],
         runs=structured_runs(),
         model_titles=MODEL_TITLES,
         condition_titles=CONDITION_TITLES,
@@ -213,14 +214,14 @@ rule qualitative_figure:
         qualitative_samples,
     output:
         pdf=report(
-            "results/figures/{figure}.pdf",
+            out("figures/{figure}.pdf"),
             category="Figures",
             subcategory="Structured sampling",
             caption="../report/caption.rst",
         ),
-        png="results/figures/{figure}.png",
+        png=out("figures/{figure}.png"),
     log:
-        "logs/figures/{figure}.log",
+        out_log("figures/{figure}.log"),
     wildcard_constraints:
         figure="|".join(QUALITATIVE_FIGURES),
     localrule: True
@@ -242,13 +243,13 @@ rule ablation_table:
         unpack(ablation_inputs),
     output:
         report(
-            multiext("results/tables/{table}.", "tex", "csv", "md"),
+            multiext(out("tables/{table}."), "tex", "csv", "md"),
             category="Tables",
             subcategory="Ablations",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/{table}.log",
+        out_log("tables/{table}.log"),
     wildcard_constraints:
         table="|".join(ABLATION_TABLES.values()),
     localrule: True
@@ -268,13 +269,13 @@ rule transfer_table:
         unpack(transfer_table_inputs),
     output:
         report(
-            multiext("results/tables/{table}", ".tex", ".csv", ".md"),
+            multiext(out("tables/{table}"), ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Transfer",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/{table}.log",
+        out_log("tables/{table}.log"),
     wildcard_constraints:
         table="|".join(TRANSFER_TABLES),
     localrule: True
@@ -295,9 +296,9 @@ checkpoint noveltybench_qualitative_cases:
     input:
         qualitative_case_scores,
     output:
-        "results/tables/noveltybench_qualitative_cases.json",
+        out("tables/noveltybench_qualitative_cases.json"),
     log:
-        "logs/tables/noveltybench_qualitative_cases.log",
+        out_log("tables/noveltybench_qualitative_cases.log"),
     localrule: True
     conda:
         "../envs/calibft.yaml"
@@ -312,19 +313,19 @@ checkpoint noveltybench_qualitative_cases:
 
 rule noveltybench_qualitative_table:
     input:
-        cases="results/tables/noveltybench_qualitative_cases.json",
+        cases=out("tables/noveltybench_qualitative_cases.json"),
         scores=qualitative_case_scores,
     output:
         report(
             multiext(
-                "results/tables/noveltybench_qualitative_{case}", ".tex", ".csv", ".md"
+                out("tables/noveltybench_qualitative_{case}"), ".tex", ".csv", ".md"
             ),
             category="Tables",
             subcategory="Transfer",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/noveltybench_qualitative_{case}.log",
+        out_log("tables/noveltybench_qualitative_{case}.log"),
     wildcard_constraints:
         case="(soft|hard|base)_.+",
     localrule: True
@@ -345,14 +346,14 @@ rule open_ended_figure:
         open_ended_figure_inputs,
     output:
         pdf=report(
-            "results/figures/{figure}.pdf",
+            out("figures/{figure}.pdf"),
             category="Figures",
             subcategory="Transfer",
             caption="../report/caption.rst",
         ),
-        png="results/figures/{figure}.png",
+        png=out("figures/{figure}.png"),
     log:
-        "logs/figures/{figure}.log",
+        out_log("figures/{figure}.log"),
     wildcard_constraints:
         figure="|".join(OPEN_ENDED_FIGURES),
     localrule: True
@@ -377,13 +378,13 @@ rule retention_table:
         unpack(retention_inputs),
     output:
         report(
-            multiext("results/tables/{table}", ".tex", ".csv", ".md"),
+            multiext(out("tables/{table}"), ".tex", ".csv", ".md"),
             category="Tables",
             subcategory="Retention",
             caption="../report/caption.rst",
         ),
     log:
-        "logs/tables/{table}.log",
+        out_log("tables/{table}.log"),
     wildcard_constraints:
         table="|".join(RETENTION_TABLES),
     localrule: True
@@ -404,14 +405,14 @@ rule retention_figure:
         unpack(retention_inputs),
     output:
         pdf=report(
-            "results/figures/{figure}.pdf",
+            out("figures/{figure}.pdf"),
             category="Figures",
             subcategory="Retention",
             caption="../report/caption.rst",
         ),
-        png="results/figures/{figure}.png",
+        png=out("figures/{figure}.png"),
     log:
-        "logs/figures/{figure}.log",
+        out_log("figures/{figure}.log"),
     wildcard_constraints:
         figure="|".join(RETENTION_FIGURES),
     localrule: True

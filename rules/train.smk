@@ -5,16 +5,16 @@ rule train:
         model=model_files,
     output:
         adapter=multiext(
-            "results/adapters/{model}/{recipe}/",
+            out("adapters/{model}/{recipe}/"),
             "adapter_config.json",
             "adapter_model.safetensors",
         ),
-        log="results/adapters/{model}/{recipe}/train_log.jsonl",
-        run="results/adapters/{model}/{recipe}/run.json",
+        log=out("adapters/{model}/{recipe}/train_log.jsonl"),
+        run=out("adapters/{model}/{recipe}/run.json"),
     log:
-        "logs/train/{model}/{recipe}.log",
+        out_log("train/{model}/{recipe}.log"),
     benchmark:
-        "benchmarks/results/train/{model}/{recipe}.tsv"
+        out_benchmark("train/{model}/{recipe}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus")

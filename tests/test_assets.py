@@ -252,3 +252,97 @@ def test_an_unreachable_hub_says_how_to_export_the_dataset_elsewhere(tmp_path, m
     message = str(err.value)
     assert "tinyBenchmarks/tinyMMLU" in message and str(out.resolve()) in message and "to_json" in message
     assert not out.exists()
+
+
+def _fake_rows(calls):
+    import datasets
+
+    def fake_load(path, name, split, revision, token):
+        calls.append(revision)
+        return datasets.Dataset.from_list([{"question": "1 + 1?", "answer": "2"}])
+
+    return fake_load
+
+
+def test_export_dataset_locks_the_branch_and_keeps_its_commit_when_it_moves(tmp_path, monkeypatch, caplog):
+    import logging
+
+    import datasets
+    from huggingface_hub import HfApi
+
+    from calibft.assets import HubDataset, export_dataset
+
+    upstream, downloads = {"sha": "a" * 40}, []
+
+    class Info:
+        def __init__(self):
+            self.sha = upstream["sha"]
+
+    monkeypatch.setattr(datasets, "load_dataset", _fake_rows(downloads))
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, path, revision, token: Info())
+    locks, dataset = tmp_path / "locks", HubDataset("tinyBenchmarks/tinyMMLU", "test", "main")
+    lock = locks / "datasets" / "tinyBenchmarks__tinyMMLU.json"
+    with caplog.at_level(logging.INFO, logger="calibft"):
+        assert export_dataset(dataset, tmp_path / "a.jsonl", lock_dir=locks) == "a" * 40
+        assert json.loads(lock.read_text())["commit"] == "a" * 40 and f"locked to commit {'a' * 40}" in caplog.text
+        upstream["sha"] = "b" * 40  # the branch moves: the locked commit is downloaded, with a warning
+        caplog.clear()
+        assert export_dataset(dataset, tmp_path / "b.jsonl", lock_dir=locks) == "a" * 40
+    assert downloads == ["a" * 40, "a" * 40]
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "b" * 40 in warning.getMessage() and str(lock) in warning.getMessage()
+
+    def offline(self, path, revision, token):
+        raise ConnectionError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(HfApi, "dataset_info", offline)  # offline: the lock still says what to download
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="calibft"):
+        assert export_dataset(dataset, tmp_path / "c.jsonl", lock_dir=locks) == "a" * 40
+    assert "could not check" in caplog.text and "ConnectionError" in caplog.text
+
+
+def test_a_corrupt_lock_stops_the_export_and_names_the_file(tmp_path, monkeypatch):
+    import datasets
+    from huggingface_hub import HfApi
+
+    from calibft.assets import HubDataset, export_dataset
+    from calibft.locks import LockError
+
+    downloads = []
+    monkeypatch.setattr(datasets, "load_dataset", _fake_rows(downloads))
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, path, revision, token: _Info())
+    lock = tmp_path / "locks" / "datasets" / "allenai__paloma.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("{")
+    with pytest.raises(LockError, match="corrupt") as err:
+        export_dataset(
+            HubDataset("allenai/paloma", "test", "main", name="ptb"), tmp_path / "p.jsonl", tmp_path / "locks"
+        )
+    assert str(lock) in str(err.value) and downloads == [] and not (tmp_path / "p.jsonl").exists()
+
+
+def test_snapshot_downloads_the_locked_commit(tmp_path, monkeypatch):
+    import huggingface_hub
+    from huggingface_hub import HfApi
+
+    from calibft.assets import snapshot
+
+    upstream, downloads = {"sha": "c" * 40}, []
+
+    class Info:
+        def __init__(self):
+            self.sha = upstream["sha"]
+
+    monkeypatch.setattr(HfApi, "model_info", lambda self, repo_id, revision: Info())
+    monkeypatch.setattr(
+        huggingface_hub, "snapshot_download", lambda repo, revision, local_dir: downloads.append(revision)
+    )
+    locks = tmp_path / "locks"
+    assert snapshot("org/evaluator", "main", tmp_path / "m", lock_dir=locks) == "c" * 40
+    upstream["sha"] = "d" * 40
+    assert snapshot("org/evaluator", "main", tmp_path / "m", lock_dir=locks) == "c" * 40
+    assert snapshot("org/evaluator", "e" * 40, tmp_path / "m", lock_dir=locks) == "e" * 40  # a commit: as given
+    assert snapshot("org/evaluator", "main", tmp_path / "m") == "d" * 40  # no lock_dir: the branch, as before
+    assert downloads == ["c" * 40, "c" * 40, "e" * 40, "d" * 40]
+    assert json.loads((locks / "models" / "org__evaluator.json").read_text())["commit"] == "c" * 40

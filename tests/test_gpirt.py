@@ -1,9 +1,13 @@
 import copy
+import functools
+import hashlib
 import json
 import math
+import os
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ from scipy.optimize import minimize
 
 from calibft import gpirt
 from calibft.cli import main
+from calibft.cpu import numpy_avx512_kernels
 
 LB_TASKS = ["truthfulqa", "gsm8k", "winogrande", "arc", "hellaswag"]
 
@@ -99,6 +104,91 @@ def test_estimate_matches_the_loop_formulas(params, task):
     assert got["irt"] == pytest.approx(expected["irt"], abs=1e-12)
     assert got["pirt"] == pytest.approx(expected["pirt"], abs=1e-5)
     assert got["gpirt"] == pytest.approx(expected["gpirt"], abs=1e-5)
+
+
+# tinyBenchmarks' own `evaluate` (the version the release vendors) on synthetic files, recorded by
+# tests/fixtures/gpirt_tinybenchmarks/make_fixture.py with numpy's AVX-512 kernels off ("pinned", as calibft runs
+# numpy) and on ("avx512"). The ability is fitted by BFGS with a finite-difference gradient, which magnifies a
+# last-bit difference in the objective, so the estimates agree exactly only when the objective is computed in
+# upstream's operations. With scipy's expit (the C library's exp) for upstream's 1 / (1 + np.exp(-z)), they agreed
+# under the pinned kernels, where numpy's exp is the C library's, and differed by up to 5e-4 in p-IRT (ARC's and the
+# other tasks') under numpy's AVX-512 exp.
+UPSTREAM_FILE = Path(__file__).parent / "fixtures" / "gpirt_tinybenchmarks" / "tinybenchmarks_estimates.json"
+UPSTREAM = json.loads(UPSTREAM_FILE.read_text())
+UPSTREAM_CASES = [
+    pytest.param(
+        f["seed"], f["dim"], f["fingerprint"], c["task"], c["scores"], c["estimates"],
+        id=f"{f['seed']}-{f['dim']}d-{c['task']}-{k}",
+    )
+    for f in UPSTREAM["files"]
+    for k, c in enumerate(f["cases"])
+]  # fmt: skip
+
+
+@functools.cache
+def _synthetic(seed: int, dim: int) -> dict:
+    return gpirt.synthetic_params(seed=seed, dim=dim)
+
+
+def _fingerprint(params: dict) -> str:
+    """As make_fixture.py's `fingerprint`: sha256 of the parameters as canonical JSON."""
+
+    def plain(value):
+        return value.tolist() if isinstance(value, np.ndarray) else value.item()
+
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=plain).encode()).hexdigest()
+
+
+def test_the_upstream_fixture_covers_every_task():
+    for f in UPSTREAM["files"]:
+        assert {c["task"] for c in f["cases"]} == set(gpirt.TASKS)
+    assert UPSTREAM["estimator"]["path"] == "tinyBenchmarks/__init__.py" and UPSTREAM["kernels"]["pinned"] == []
+
+
+@pytest.mark.parametrize(("seed", "dim", "fingerprint", "task", "scores", "estimates"), UPSTREAM_CASES)
+def test_estimate_matches_tinybenchmarks(seed, dim, fingerprint, task, scores, estimates):
+    assert numpy_avx512_kernels() == []  # calibft pinned numpy's kernels in this process (tests/conftest.py)
+    params = _synthetic(seed, dim)
+    # the file the fixture was recorded on; a change of synthetic_params needs the fixture made again
+    assert _fingerprint(params) == fingerprint
+    got = gpirt.estimate(params, task, scores)
+    for key in ("irt", "pirt", "gpirt"):
+        assert got[key] == pytest.approx(estimates["pinned"][key], abs=1e-10), key
+
+
+AVX512_CHILD = """
+import json, sys
+from calibft import gpirt
+from calibft.cpu import numpy_avx512_kernels
+cases = json.load(sys.stdin)
+estimates = [gpirt.estimate(gpirt.synthetic_params(seed=s, dim=d), t, y) for s, d, t, y in cases]
+print(json.dumps({"kernels": numpy_avx512_kernels(), "estimates": estimates}))
+"""
+
+
+def test_estimate_matches_tinybenchmarks_under_numpy_avx512_kernels():
+    """The same in a process where numpy runs its AVX-512 kernels (NPY_DISABLE_CPU_FEATURES empty), whose exp
+    rounds differently from the C library's; skipped on a CPU that runs other kernels than the fixture's."""
+    if "avx512" not in UPSTREAM["kernels"]:
+        pytest.skip("the fixture was recorded on a CPU without AVX-512")
+    cases = [(f["seed"], f["dim"], c["task"], c["scores"]) for f in UPSTREAM["files"] for c in f["cases"]]
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": ""}
+    child = subprocess.run(
+        [sys.executable, "-c", AVX512_CHILD], input=json.dumps(cases), capture_output=True, text=True, env=env
+    )
+    assert child.returncode == 0, child.stderr
+    out = json.loads(child.stdout)
+    if out["kernels"] != UPSTREAM["kernels"]["avx512"]:
+        pytest.skip(f"numpy runs the AVX-512 kernels {out['kernels']} here, not {UPSTREAM['kernels']['avx512']}")
+    expected = [c["estimates"]["avx512"] for f in UPSTREAM["files"] for c in f["cases"]]
+    for (seed, dim, task, _), got, want in zip(cases, out["estimates"], expected, strict=True):
+        for key in ("irt", "pirt", "gpirt"):
+            assert got[key] == pytest.approx(want[key], abs=1e-10), (seed, dim, task, key)
+
+
+def test_sigmoid_is_upstreams():
+    z = np.random.default_rng(0).normal(0.0, 5.0, 10_000)
+    np.testing.assert_array_equal(gpirt.sigmoid(z), 1 / (1 + np.exp(-z)))  # bit for bit, not to a tolerance
 
 
 @pytest.mark.parametrize("task", ["mmlu", "hellaswag"])

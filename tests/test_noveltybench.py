@@ -1,7 +1,9 @@
+import copy
+
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import (
     LlamaConfig,
     LlamaForSequenceClassification,
@@ -17,6 +19,7 @@ from calibft.evals.noveltybench import (
     partition,
     rating,
     ratings,
+    reward_ids,
     reward_scores,
     score_prompt,
     similarity_classifier,
@@ -306,3 +309,50 @@ def test_reward_scores_refuse_a_trailing_pad_token(reward_model):
             reward_scores(model, tokenizer, [conversation], batch_size=2)
     finally:
         tokenizer.chat_template = CHAT_TEMPLATE
+
+
+# the `noveltybench_reward_bos` switch
+
+
+@pytest.fixture
+def bos_adding_reward_model(reward_model):
+    """The reward model's tokenizer made to open every encoding with BOS when asked for special tokens, as
+    Gemma-2's does (its template writes one too)."""
+    model, tokenizer = reward_model
+    adding = copy.deepcopy(tokenizer)
+    adding.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", tokenizer.bos_token_id)]
+    )
+    assert adding("fox")["input_ids"][0] == adding.bos_token_id
+    return model, adding
+
+
+def test_reward_ids_single_or_doubled_bos(bos_adding_reward_model):
+    _, tokenizer = bos_adding_reward_model
+    conversation = _conversations()[1]
+    bos = tokenizer.bos_token_id
+    # NoveltyBench (src/score.py) tokenizes inside the template
+    upstream = tokenizer.apply_chat_template(conversation, tokenize=True, return_dict=True)["input_ids"]
+    single = reward_ids(tokenizer, conversation, "single")
+    assert single == list(upstream) and single.count(bos) == 1 and single[0] == bos
+    # the release: the rendered text through the tokenizer with its special tokens
+    release = tokenizer(tokenizer.apply_chat_template(conversation, tokenize=False))["input_ids"]
+    doubled = reward_ids(tokenizer, conversation, "doubled")
+    assert doubled == release == [bos, *single]
+    assert reward_ids(tokenizer, conversation) == single  # the default
+    with pytest.raises(ValueError, match="bos"):
+        reward_ids(tokenizer, conversation, "triple")
+
+
+def test_reward_scores_read_the_bos_they_are_given(bos_adding_reward_model):
+    model, tokenizer = bos_adding_reward_model
+    tokenizer.padding_side = "right"
+    conversations = _conversations()
+    single = reward_scores(model, tokenizer, conversations, batch_size=4, bos="single")
+    doubled = reward_scores(model, tokenizer, conversations, batch_size=4, bos="doubled")
+    assert np.abs(single - doubled).min() > 1e-4  # the extra BOS moves every score
+    for conversation, score in zip(conversations, doubled, strict=True):
+        ids = [tokenizer.bos_token_id, *reward_ids(tokenizer, conversation)]
+        with torch.no_grad():
+            direct = model(input_ids=torch.tensor([ids])).logits[0, 0].item()
+        assert score == pytest.approx(direct, abs=1e-5)

@@ -19,6 +19,7 @@ from calibft.evals.noveltybench import (
 from calibft.evals.noveltybench_run import GenerationJob, ScoringJob, generate, load_prompts, main, score
 from calibft.io import read_jsonl
 from calibft.models import load_classifier
+from calibft.protocol import resolve
 from calibft.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
 from calibft.tiny_model import OPEN_ENDED_FAVOURITES
 
@@ -183,7 +184,8 @@ def test_scores_recompute_from_the_generations_and_the_evaluators(scored, evalua
             [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": t}]
             for t in row["generations"]
         ]
-        np.testing.assert_allclose(row["rewards"], reward_scores(reward, reward_tokenizer, chats, 1), atol=1e-5)
+        bos = job.protocol["noveltybench_reward_bos"]
+        np.testing.assert_allclose(row["rewards"], reward_scores(reward, reward_tokenizer, chats, 1, bos), atol=1e-5)
         assert row["ratings"] == ratings(row["rewards"]).tolist()
         assert row["utility"] == pytest.approx(utility(row["class_ids"], row["ratings"]))
         assert row["distinct"] == distinct(row["class_ids"])
@@ -216,6 +218,22 @@ def test_the_similarity_classifier_is_loaded_in_fp32_whatever_the_precision(scor
     monkeypatch.setattr(noveltybench_run, "load_classifier", recording)
     score(replace(job, precision="bf16", out_dir=str(out.parent / "scores_bf16")))
     assert loaded == [(job.classifier, "fp32"), (job.reward_model, "bf16")]
+
+
+def test_the_reward_model_reads_the_jobs_bos_switch(scored, monkeypatch):
+    job, out = scored
+    assert job.protocol["noveltybench_reward_bos"] == "doubled"  # the release's protocol, the job's default
+    seen = []
+
+    def recording(model, tokenizer, chats, batch_size, bos):
+        seen.append(bos)
+        return reward_scores(model, tokenizer, chats, batch_size, bos)
+
+    monkeypatch.setattr(noveltybench_run, "reward_scores", recording)
+    for bos in ("single", "doubled"):
+        protocol = resolve({"switches": {"noveltybench_reward_bos": bos}})
+        score(replace(job, protocol=protocol, out_dir=str(out.parent / f"scores_{bos}")))
+    assert seen == ["single"] * 3 + ["doubled"] * 3  # one call per prompt
 
 
 def test_main_names_its_commands(capsys):

@@ -205,3 +205,78 @@ def test_same_seed_same_bytes_other_seed_other_samples(workdir, evaluated):
 def test_job_requires_the_headline_among_the_thresholds(tmp_path):
     with pytest.raises(ValueError, match="headline_threshold"):
         _job(tmp_path, "x", thresholds=[0.5, 0.8])
+
+
+# the `numerics` switch
+
+
+def _release_support(probs: torch.Tensor, thresholds) -> dict[float, int]:
+    """The authors' open_random_gen/metrics.py `top_p_support_sizes`, as it is called on one softmax row."""
+    sorted_probs, _ = torch.sort(probs, descending=True)
+    cumulative = torch.cumsum(sorted_probs, dim=0)
+    sizes = {}
+    for threshold in thresholds:
+        indices = torch.nonzero(cumulative >= float(threshold), as_tuple=False)
+        sizes[float(threshold)] = int(sorted_probs.numel()) if indices.numel() == 0 else int(indices[0].item()) + 1
+    return sizes
+
+
+def test_support_in_the_logits_dtype_is_the_release_computation():
+    generator = torch.Generator().manual_seed(3)
+    rows = [torch.softmax((torch.randn(300, generator=generator) * s).to(torch.bfloat16), -1) for s in (0.5, 2, 6)]
+    for probs in rows:
+        assert probs.dtype == torch.bfloat16
+        expected = list(_release_support(probs, THRESHOLDS).values())
+        assert first_token_support(probs, THRESHOLDS, "logits_dtype").tolist() == expected
+    batch = first_token_support(torch.stack(rows).reshape(3, 1, 300), THRESHOLDS, "logits_dtype")
+    assert batch.shape == (3, 1, 99)
+    assert batch[:, 0].tolist() == [first_token_support(r, THRESHOLDS, "logits_dtype").tolist() for r in rows]
+
+
+def test_support_in_bf16_compares_with_the_rounded_threshold():
+    """bf16 holds 0.899 as 0.8984375, and the comparison with 0.9 happens in bf16, where 0.9 is 0.8984375 too:
+    one token covers 0.9 there, two in float64. A coverage short of its threshold by less than a bf16 step never
+    reaches it in float64."""
+    probs = torch.tensor([0.899, 0.101])
+    assert first_token_support(probs.to(torch.bfloat16), [0.9], "logits_dtype").tolist() == [1]
+    assert first_token_support(probs.double().numpy(), [0.9], "fp32").tolist() == [2]
+    assert first_token_support(probs, [0.9], "fp32").tolist() == [2]  # a tensor is taken as float64 there
+    # no renormalization in the release's computation: a row whose mass never reaches t gives the vocabulary size
+    assert first_token_support(torch.tensor([0.4, 0.4]), [0.9], "logits_dtype").tolist() == [2]
+    assert first_token_support(torch.tensor([0.2, 0.2, 0.1]), [0.9], "logits_dtype").tolist() == [3]
+    assert first_token_support(np.array([0.2, 0.2, 0.1]), [0.9], "fp32").tolist() == [3]
+    assert first_token_support(np.array([0.4, 0.2, 0.1]), [0.5], "fp32").tolist() == [1]  # 0.4 of 0.7
+    assert first_token_support(torch.tensor([0.4, 0.2, 0.1]), [0.5], "logits_dtype").tolist() == [2]
+    with pytest.raises(ValueError, match="numerics"):
+        first_token_support(probs, [0.9], "bf16")
+    with pytest.raises(ValueError):
+        first_token_support(torch.tensor([0.5, -0.1, 0.6]), [0.9], "logits_dtype")
+
+
+def test_first_token_probs_in_the_logits_dtype(workdir):
+    tokenizer = load_tokenizer(workdir / "tiny")
+    model = load_model(workdir / "tiny", "fp32", "cpu").to(torch.bfloat16).eval()
+    ids = chat_prompt_ids(tokenizer, PROMPTS[0], ChatOptions.from_config(CHAT))
+    probs = first_token_probs(model, ids, "logits_dtype")
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+    assert logits.dtype == torch.bfloat16 and probs.dtype == torch.bfloat16
+    assert torch.equal(probs, torch.softmax(logits, -1))
+    fp32 = first_token_probs(model, ids, "fp32")
+    assert fp32.dtype == np.float64
+    assert np.abs(fp32 - probs.double().numpy()).max() > 0  # bf16 rounding of the softmax shows
+
+
+def test_run_passes_the_numerics_switch(workdir, monkeypatch):
+    import calibft.evals.open_ended as open_ended
+    from calibft.protocol import resolve
+
+    seen = []
+    real = open_ended.first_token_support
+    monkeypatch.setattr(open_ended, "first_token_support", lambda p, t, n: seen.append(n) or real(p, t, n))
+    sampling = {"samples_per_prompt": 2, "max_new_tokens": 2}
+    for numerics in ("fp32", "logits_dtype"):
+        seen.clear()
+        protocol = resolve({"switches": {"numerics": numerics}})
+        run(_job(workdir, f"numerics_{numerics}", protocol=protocol, sampling=sampling))
+        assert seen == [numerics] * len(PROMPTS)

@@ -1,3 +1,4 @@
+import copy
 import json
 import math
 from collections import Counter
@@ -23,6 +24,7 @@ from calibft.evals.paloma import (
 )
 from calibft.io import read_jsonl, write_jsonl
 from calibft.models import load_model, load_tokenizer
+from calibft.protocol import resolve
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Then it ran into the forest and was never seen again.",
@@ -185,7 +187,8 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
     records = read_jsonl(workdir / "base" / "documents.jsonl.gz")
     order = [("ptb", i) for i in range(4)] + [("c4_en", i) for i in range(3)]
     assert [(r["slice"], r["index"]) for r in records] == order
-    assert set(records[0]) == {"slice", "index", "nll", "tokens", "bytes"}
+    assert set(records[0]) == {"slice", "index", "nll", "tokens", "bytes", "empty"}
+    assert [r["empty"] for r in records] == [False, False, False, True, True, False, False]
     texts = TEXTS[:4] + TEXTS[3:]
     docs = ids[:4] + ids[3:]
     for record, text, doc in zip(records, texts, docs, strict=True):
@@ -195,6 +198,7 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
 
     metrics = json.loads((workdir / "base" / "summary.json").read_text())
     assert metrics["evaluation"] == "paloma" and metrics["job"]["window"] == 8
+    assert metrics["empty_documents"] == "skip"  # the release's protocol, the job's default
     assert list(metrics["slices"]) == ["ptb", "c4_en"]
     for name in ("ptb", "c4_en"):
         mine = [r for r in records if r["slice"] == name]
@@ -206,7 +210,8 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
     pooled = metrics["pooled"]
     assert pooled["tokens"] == sum(r["tokens"] for r in records) == sum(len(d) - 1 for d in docs if d)
     assert pooled["nll"] == pytest.approx(sum(r["nll"] for r in records))
-    recomputed = score(records, ["ptb", "c4_en"])
+    assert (pooled["documents"], pooled["skipped_documents"]) == (5, 2)  # "" in both slices
+    recomputed = score(records, ["ptb", "c4_en"], empty_documents="skip")
     assert recomputed["slices"] == metrics["slices"] and recomputed["pooled"] == metrics["pooled"]
 
 
@@ -218,7 +223,8 @@ def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_mo
     kept = [r for r in full if r["index"] < 2]
     for got, expected in zip(records, kept, strict=True):
         assert got["nll"] == pytest.approx(expected["nll"], rel=1e-6)
-    assert json.loads((workdir / "two" / "summary.json").read_text())["pooled"]["documents"] == 4
+    pooled = json.loads((workdir / "two" / "summary.json").read_text())["pooled"]
+    assert (pooled["documents"], pooled["skipped_documents"]) == (3, 1)  # c4_en's first document is empty
 
 
 class WithBos:
@@ -286,3 +292,114 @@ def test_the_job_samples_nothing_and_checks_its_windows(tmp_path):
         PalomaJob(**base, window=8, stride=8)
     with pytest.raises(ValueError, match="slices"):
         PalomaJob(**(base | {"slices": {}}))
+
+
+# the `paloma_empty_documents` switch
+
+RECORDS = [
+    {"slice": "ptb", "index": 0, "nll": 3.0, "tokens": 2, "bytes": 10, "empty": False},
+    {"slice": "ptb", "index": 1, "nll": 0.5, "tokens": 1, "bytes": 3, "empty": True},  # whitespace of 2 tokens
+    {"slice": "ptb", "index": 2, "nll": 0.0, "tokens": 0, "bytes": 1, "empty": False},  # one token: counted
+    {"slice": "c4_en", "index": 0, "nll": 0.0, "tokens": 0, "bytes": 0, "empty": True},
+]
+
+
+def test_empty_documents_are_skipped_or_counted():
+    skip = score(RECORDS, ["ptb", "c4_en"], empty_documents="skip")
+    count = score(RECORDS, ["ptb", "c4_en"], empty_documents="count")
+    assert (skip["empty_documents"], count["empty_documents"]) == ("skip", "count")
+    assert skip["slices"]["ptb"] == Totals(3.0, 2, 11, 2, skipped=1).figures()
+    assert count["slices"]["ptb"] == Totals(3.5, 3, 14, 3).figures()
+    assert skip["slices"]["c4_en"] == Totals(skipped=1).figures()
+    assert count["slices"]["c4_en"] == Totals(documents=1).figures()
+    assert (skip["pooled"]["documents"], skip["pooled"]["skipped_documents"]) == (2, 2)
+    assert (count["pooled"]["documents"], count["pooled"]["skipped_documents"]) == (4, 0)
+    assert skip["pooled"]["perplexity"] == pytest.approx(math.exp(3.0 / 2))
+    assert count["pooled"]["perplexity"] == pytest.approx(math.exp(3.5 / 3))
+    assert skip["pooled"]["bits_per_byte"] == pytest.approx(3.0 / (11 * math.log(2)))
+    without_flag = [{k: v for k, v in r.items() if k != "empty"} for r in RECORDS]
+    assert score(without_flag, ["ptb", "c4_en"])["pooled"] == count["pooled"]  # `count` needs no flag
+    with pytest.raises(KeyError):
+        score(without_flag, ["ptb", "c4_en"], empty_documents="skip")
+    with pytest.raises(ValueError, match="empty_documents"):
+        score(RECORDS, ["ptb", "c4_en"], empty_documents="drop")
+
+
+def test_records_mark_empty_and_whitespace_texts(tiny, workdir, briefly_trained_model):
+    tokenizer, model = tiny
+    texts = ["A", "", " \n\t  \n", "two words"]
+    records = slice_records(model, tokenizer, "ptb", texts, _job(workdir, briefly_trained_model, "unused"))
+    assert [r["empty"] for r in records] == [False, True, True, False]
+    assert records[2]["bytes"] == 6 and records[2]["tokens"] > 0  # whitespace has tokens, and is still empty
+
+
+def test_the_job_passes_the_empty_documents_switch(workdir, briefly_trained_model):
+    protocol = resolve({"switches": {"paloma_empty_documents": "count"}})
+    run(_job(workdir, briefly_trained_model, "counted", protocol=protocol))
+    counted = json.loads((workdir / "counted" / "summary.json").read_text())
+    skipped = json.loads((workdir / "base" / "summary.json").read_text())
+    assert counted["empty_documents"] == "count"
+    assert (counted["pooled"]["documents"], counted["pooled"]["skipped_documents"]) == (7, 0)
+    assert (skipped["pooled"]["documents"], skipped["pooled"]["skipped_documents"]) == (5, 2)
+    assert counted["pooled"]["bytes"] == skipped["pooled"]["bytes"]  # "" has no bytes
+
+
+# the `numerics` switch
+
+
+def _release_document_nll(model, token_ids: list[int], window: int, stride: int) -> float:
+    """The authors' perplexity/evaluate.py with its PALOMA batch size of 1: each window alone through the model,
+    labels -100 outside the tokens it scores, `F.cross_entropy` on the logits as they come, the scored tokens'
+    values summed in their dtype, added as Python floats."""
+    total, prev_end = 0.0, 0
+    for begin in range(0, len(token_ids), stride):
+        end = min(begin + window, len(token_ids))
+        if end - begin < 2:
+            break
+        ids = torch.tensor([token_ids[begin:end]])
+        score_from = max(prev_end, begin + 1)
+        mask = torch.tensor([[p >= score_from for p in range(begin, end)]])
+        labels = torch.where(mask, ids, torch.full_like(ids, -100))
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[:, :-1, :]
+        labels = labels[:, 1:]
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none", ignore_index=-100
+        ).view_as(labels)
+        total += float(nll.masked_select(labels.ne(-100)).sum().item())
+        prev_end = end
+        if end >= len(token_ids):
+            break
+    return total
+
+
+def test_document_nll_in_the_logits_dtype_is_the_release_computation(tiny, ids):
+    _, model = tiny
+    bf16 = copy.deepcopy(model).to(torch.bfloat16)
+    long_doc = [t for doc in ids for t in doc] * 3
+    for doc in [*ids, long_doc]:
+        expected = _release_document_nll(bf16, doc, 8, 4)
+        nll, _ = document_nll(bf16, doc, window=8, stride=4, batch_size=1, numerics="logits_dtype")
+        assert nll == expected
+    # the windows' sums rounded to bf16 (steps of 0.25 to 1 at these sums) are far from the float64 sums
+    fp32, _ = document_nll(bf16, long_doc, window=8, stride=4, batch_size=1, numerics="fp32")
+    assert abs(fp32 - _release_document_nll(bf16, long_doc, 8, 4)) > 0.1
+    # a float32 model: both give the same sums up to float32 summation
+    for doc in ids:
+        same = document_nll(model, doc, 8, 4, numerics="logits_dtype")
+        assert same == pytest.approx(document_nll(model, doc, 8, 4, numerics="fp32"), rel=1e-6)
+    with pytest.raises(ValueError, match="numerics"):
+        documents_nll(model, ids, 8, 4, numerics="bf16")
+
+
+def test_records_take_the_jobs_numerics(tiny, workdir, briefly_trained_model, monkeypatch):
+    import calibft.evals.paloma as paloma
+
+    tokenizer, model = tiny
+    seen = []
+    real = paloma.documents_nll
+    monkeypatch.setattr(paloma, "documents_nll", lambda *args: seen.append(args[-1]) or real(*args))
+    for numerics in ("fp32", "logits_dtype"):
+        job = _job(workdir, briefly_trained_model, "unused", protocol=resolve({"switches": {"numerics": numerics}}))
+        slice_records(model, tokenizer, "ptb", TEXTS, job)
+    assert seen == ["fp32", "logits_dtype"]

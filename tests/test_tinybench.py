@@ -19,7 +19,11 @@ from calibft.evals.tinybench import (
     continuation_logliks,
     cut_generation,
     greedy_generate,
+    gsm8k_answers,
     gsm8k_flexible,
+    gsm8k_release_flexible,
+    gsm8k_release_strict,
+    gsm8k_release_target,
     gsm8k_scores,
     gsm8k_strict,
     gsm8k_target,
@@ -28,7 +32,9 @@ from calibft.evals.tinybench import (
     main,
     mc2,
     normalize_gsm8k,
+    release_number,
     score_choices,
+    score_task,
     summarize,
     winogrande_messages,
 )
@@ -36,6 +42,7 @@ from calibft.generation import decode, stop_token_ids
 from calibft.gpirt import estimate, load_params, write_synthetic_params
 from calibft.io import read_jsonl, write_jsonl
 from calibft.models import load_model, load_tokenizer
+from calibft.protocol import resolve
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 OPTIONS = ChatOptions.from_config(CHAT)
@@ -97,12 +104,116 @@ def test_normalize_gsm8k(raw, normalized):
     ],
 )
 def test_gsm8k_scores(text, answer, scores):
-    assert gsm8k_scores(text, answer) == scores
+    assert gsm8k_scores(text, answer, "lm_eval") == scores
 
 
 def test_gsm8k_target_is_the_final_number():
     assert gsm8k_target("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72") == "72"
     assert gsm8k_target("#### 1,600") == "1600"
+
+
+# The two extraction rules side by side: (model answer, the row's `answer`, the release's (strict, flexible)
+# answers, the release's (strict, flexible) verdict, lm_eval's verdict). The release's column is read off its
+# retention/tinybenchmarks_tasks.py: strict takes the rest of the line after the first "####" (`\s*` first, which
+# skips newlines too) and needs exactly one number there; a number is `[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?`
+# (so "$", "%" and a trailing "." fall outside it), read as a Decimal without its commas and written
+# canonically; flexible is the last number of the whole text; the reference is what follows the last "####" of
+# `answer`, read the same way (tinybenchmarks_data.py `_extract_gsm8k_target`). lm_eval's column: see above.
+GSM8K_RULES = [
+    # several numbers after "####": the release's strict refuses, lm_eval takes the first
+    ("#### 18 apples and 20 pears", "#### 18", (None, "20"), (0, 0), (1, 0)),
+    ("#### 5 - 3 = 2", "#### 2", (None, "2"), (0, 1), (0, 1)),
+    # the same number written otherwise: equal as Decimals, different strings for lm_eval
+    ("#### 1000.0", "#### 1,000", ("1000", "1000"), (1, 1), (0, 0)),
+    ("#### 3.0 hours", "#### 3", ("3", "3"), (1, 1), (0, 0)),
+    ("#### 0.50", "#### 0.5", ("0.5", "0.5"), (1, 1), (0, 0)),
+    ("The answer is 3.50", "#### 3.5", (None, "3.5"), (0, 1), (0, 0)),
+    ("#### -0", "#### 0", ("0", "0"), (1, 1), (0, 0)),
+    ("#### +7", "#### 7", ("7", "7"), (1, 1), (0, 1)),  # lm_eval's strict has no "+"; its flexible takes "7"
+    # "$": outside the release's number; lm_eval's strict wants a digit after "#### ", its flexible keeps ".00"
+    ("#### $1,234.00", "#### 1234", ("1234", "1234"), (1, 1), (0, 0)),
+    ("It costs $1,234.", "#### 1234", (None, "1234"), (0, 1), (0, 1)),
+    ("#### 5", "#### $5", ("5", "5"), (0, 0), (1, 1)),  # the release's reference "$5" is no Decimal: none
+    # commas: the release's grouping must be in threes ("1,00" is "1" and "00"; "12,3456" is "12,345" and "6")
+    ("#### 1,00", "#### 100", (None, "0"), (0, 0), (1, 1)),
+    ("#### 12,3456", "#### 123456", (None, "6"), (0, 0), (1, 1)),
+    ("#### 1,000", "#### 1000", ("1000", "1000"), (1, 1), (1, 1)),
+    ("The total is 1,000,000.", "#### 1000000", (None, "1000000"), (0, 1), (0, 1)),
+    ("So she pays 1600 dollars.", "#### 1,600", (None, "1600"), (0, 1), (0, 1)),
+    # trailing period, percent
+    ("#### 72.", "#### 72", ("72", "72"), (1, 1), (1, 1)),
+    ("#### 2.5%", "#### 2.5", ("2.5", "2.5"), (1, 1), (1, 1)),
+    # negative numbers: the sign must touch the digits
+    ("#### -5", "#### -5", ("-5", "-5"), (1, 1), (1, 1)),
+    ("The answer is -3.\n#### - 3", "#### -3", ("3", "3"), (0, 0), (0, 0)),
+    ("from 5-3", "#### 3", (None, "-3"), (0, 0), (0, 0)),
+    # where "####" is and what follows it
+    ("####42", "#### 42", ("42", "42"), (1, 1), (0, 1)),  # lm_eval's strict needs "#### "
+    ("####\n42", "#### 42", ("42", "42"), (1, 1), (0, 1)),  # the release's `\s*` crosses the line break
+    ("####\n\nStep 1: 2 + 3 = 5", "#### 5", (None, "5"), (0, 1), (0, 1)),  # the next line has four numbers
+    ("#### 42\n#### 43", "#### 43", ("42", "43"), (0, 1), (0, 1)),  # both stricts take the first "####"
+    ("#### \n#### 5", "#### 5", ("5", "5"), (1, 1), (1, 1)),  # release: the first "####"'s line is "#### 5"
+    ("I think it is 7", "#### 7", (None, "7"), (0, 1), (0, 1)),  # no "####"
+    ("", "#### 5", (None, None), (0, 0), (0, 0)),
+    # `\d` is Unicode's and Decimal reads any decimal digit: full-width "42"
+    ("#### \uff14\uff12", "#### 42", ("42", "42"), (1, 1), (0, 0)),
+    # Decimal's 28 digits: both round to 12345678901234567890123456790
+    ("#### 12345678901234567890123456789", "#### 12345678901234567890123456788",
+     ("12345678901234567890123456790", "12345678901234567890123456790"), (1, 1), (0, 0)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "answer", "answers", "release", "lm_eval"), GSM8K_RULES)
+def test_gsm8k_extraction_rules(text, answer, answers, release, lm_eval):
+    assert (gsm8k_release_strict(text), gsm8k_release_flexible(text)) == answers
+    assert gsm8k_scores(text, answer, "release") == release
+    assert gsm8k_scores(text, answer, "lm_eval") == lm_eval
+    fields = gsm8k_answers(text, answer, "release")
+    assert (fields["strict_answer"], fields["flexible_answer"]) == answers
+    assert (fields["strict"], fields["flexible"]) == release
+    lm = gsm8k_answers(text, answer, "lm_eval")
+    assert (lm["strict_answer"], lm["flexible_answer"], lm["target"]) == (
+        gsm8k_strict(text),
+        gsm8k_flexible(text),
+        gsm8k_target(answer),
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "number"),
+    [
+        ("1,000", "1000"),
+        ("1000.00", "1000"),
+        ("12.50", "12.5"),
+        ("-0.0", "0"),
+        (" 7 ", "7"),
+        ("+3", "3"),
+        ("1E+3", "1000"),
+        ("0.000001", "0.000001"),  # positional, never "1E-6"
+        ("$5", None),
+        ("", None),
+        ("five", None),
+        ("NaN", None),
+        ("Infinity", None),
+    ],
+)
+def test_release_number(raw, number):
+    assert release_number(raw) == number
+
+
+def test_gsm8k_release_target():
+    assert gsm8k_release_target("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72") == "72"
+    assert gsm8k_release_target("#### 5\n#### 1,600 ") == "1600"  # after the last "####"
+    assert gsm8k_release_target("####6") == "6"
+    with pytest.raises(ValueError, match="without '####'"):
+        gsm8k_release_target("72")
+    with pytest.raises(ValueError, match="nothing after"):
+        gsm8k_release_target("so #### ")
+
+
+def test_gsm8k_extraction_is_checked():
+    with pytest.raises(ValueError, match="unknown GSM8K extraction"):
+        gsm8k_scores("#### 1", "#### 1", "harness")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -497,14 +608,46 @@ def test_run_scores_gsm8k_generations(workdir, tiny):
         text = tokenizer.decode(ids, skip_special_tokens=False)
         cut = min([text.find(s) for s in STOP_STRINGS if s in text], default=len(text))
         assert record["generation"] == strip_reasoning(text[:cut])
-        assert (record["strict"], record["flexible"]) == gsm8k_scores(record["generation"], row["answer"])
+        # the job's protocol is the release preset's, so the release's extraction
+        assert record["extraction"] == "release"
+        assert {k: record[k] for k in ("strict", "flexible", "strict_answer", "flexible_answer", "target")} == (
+            gsm8k_answers(record["generation"], row["answer"], "release")
+        )
         assert record["score"] == record["strict"]
-        assert record["target"] == gsm8k_target(row["answer"])
-        assert record["flexible_answer"] == gsm8k_flexible(record["generation"])
+        assert record["target"] == gsm8k_release_target(row["answer"])
+        assert record["flexible_answer"] == gsm8k_release_flexible(record["generation"])
     scores = json.loads((workdir / "gsm8k" / "scores.json").read_text())
     assert scores["score_metric"] == "strict" and scores["scores"] == [float(r["strict"]) for r in records]
     assert scores["metrics"]["flexible"]["scores"] == [float(r["flexible"]) for r in records]
     assert [r["target"] for r in records] == ["2", "0", "1000"]
+
+
+def test_score_task_extracts_gsm8k_answers_as_told(tiny):
+    tokenizer, model = tiny
+    by_rule = {
+        extraction: score_task(model, tokenizer, OPTIONS, "gsm8k", ROWS["gsm8k"], 3, 16, 5, gsm8k_extraction=extraction)
+        for extraction in ("release", "lm_eval")
+    }
+    for extraction, records in by_rule.items():
+        assert [r["index"] for r in records] == [5, 6, 7]
+        for row, record in zip(ROWS["gsm8k"], records, strict=True):
+            assert record["extraction"] == extraction
+            fields = gsm8k_answers(record["generation"], row["answer"], extraction)
+            assert {k: record[k] for k in fields} == fields and record["score"] == record["strict"]
+    assert [r["generation"] for r in by_rule["release"]] == [r["generation"] for r in by_rule["lm_eval"]]
+    with pytest.raises(ValueError, match="unknown GSM8K extraction"):
+        score_task(model, tokenizer, OPTIONS, "mmlu", ROWS["mmlu"], gsm8k_extraction="strict")
+
+
+def test_a_job_takes_its_gsm8k_extraction_from_its_protocol(tmp_path, briefly_trained_model):
+    write_jsonl(tmp_path / "gsm8k.jsonl", ROWS["gsm8k"][2:])  # the reference "1,000"
+    protocol = resolve({"switches": {"gsm8k_extraction": "lm_eval"}})
+    tinybench.run(_job(tmp_path, briefly_trained_model, ["gsm8k"], "out", protocol=protocol))
+    (record,) = read_jsonl(tmp_path / "out" / "gsm8k" / "items.jsonl")
+    assert record["extraction"] == "lm_eval" and record["target"] == gsm8k_target(ROWS["gsm8k"][2]["answer"])
+    assert record["strict_answer"] == gsm8k_strict(record["generation"])
+    scores = json.loads((tmp_path / "out" / "gsm8k" / "scores.json").read_text())
+    assert scores["job"]["protocol"]["gsm8k_extraction"] == "lm_eval"
 
 
 def test_a_resumed_run_reuses_its_checkpoints(tmp_path, briefly_trained_model, monkeypatch):

@@ -17,10 +17,12 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.grid import prompts, select
 from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.objectives import completion_logits, make_batch
 from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.protocol import resolve
 from calibft.tiny_model import build_tiny_model
-from calibft.train import TrainJob, run, soft_batch_loss
-from calibft.trie import TrieSet, trie_set_for_spaces
+from calibft.train import TrainJob, hard_batch_loss, run, soft_batch_loss
+from calibft.trie import TrieSet, tokenize_values, trie_set_for_spaces
 
 LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 TRAINING = {
@@ -186,3 +188,58 @@ def test_the_adapter_takes_the_base_models_dtype(workdir):
     model = attach_lora(AutoModelForCausalLM.from_pretrained(workdir / "tiny", dtype=torch.bfloat16), LORA)
     dtypes = {(("lora_" in name), p.dtype) for name, p in model.named_parameters()}
     assert dtypes == {(False, torch.bfloat16), (True, torch.bfloat16)}
+
+
+def test_the_hard_loss_pools_tokens_or_averages_sequences(workdir):
+    """The `hard_loss_reduction` switch on the tiny model: one batch, its token-mean and its sequence-mean."""
+    tokenizer = load_tokenizer(workdir / "tiny")
+    model = load_model(workdir / "tiny", "fp32", "cpu")
+    spaces = SpaceSet.load(workdir / "train_spaces.npz")
+    items = np.arange(6)
+    chosen = select(prompts("train"), list(spaces.ids[:6]))
+    ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
+    pad = tokenizer.pad_token_id
+    losses = {
+        reduction: hard_batch_loss(
+            model, spaces, items, ids, pad, np.random.default_rng(5), tokenizer, reduction=reduction
+        )[0].item()
+        for reduction in ("tokens", "sequences")
+    }
+    # the same batch by hand: the sampled strings, their tokens, each token's cross-entropy
+    values = spaces.sample_values(items, np.random.default_rng(5))
+    completions = tokenize_values(tokenizer, spaces.values[spaces.offsets[items] + values])
+    assert len(set(completions.lengths.tolist())) > 1  # completions of different lengths: the reductions differ
+    batch = make_batch(ids, completions.tokens, completions.lengths, pad)
+    with torch.no_grad():
+        logits = completion_logits(model, batch)
+    token_ce = torch.nn.functional.cross_entropy(logits.double(), batch.step_target, reduction="none")
+    per_sequence = [token_ce[batch.step_example == b].mean().item() for b in range(len(items))]
+    assert losses["tokens"] == pytest.approx(token_ce.mean().item(), rel=1e-5)
+    assert losses["sequences"] == pytest.approx(np.mean(per_sequence), rel=1e-5)
+    assert abs(losses["tokens"] - losses["sequences"]) > 1e-4
+
+
+@pytest.mark.parametrize("objective", ["soft", "hard"])
+def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch, objective):
+    import calibft.train
+
+    seen = []
+
+    def recorder(real):
+        def call(*args, **kwargs):
+            if torch.is_grad_enabled():  # a training step, not the KL probe
+                seen.append({k: kwargs[k] for k in ("reduction", "numerics") if k in kwargs})
+            return real(*args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(calibft.train, "soft_target_kl", recorder(calibft.train.soft_target_kl))
+    monkeypatch.setattr(calibft.train, "completion_cross_entropy", recorder(calibft.train.completion_cross_entropy))
+    for switches in ({"numerics": "fp32", "hard_loss_reduction": "sequences"}, {}):
+        protocol = resolve({"switches": switches})
+        expected = {"numerics": protocol["numerics"]}
+        if objective == "hard":
+            expected["reduction"] = protocol["hard_loss_reduction"]
+        seen.clear()
+        run(replace(_job(workdir, f"{objective}_protocol", objective, max_steps=2), protocol=protocol))
+        assert seen == [expected, expected]

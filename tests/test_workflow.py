@@ -58,7 +58,8 @@ def test_paper_dry_run_on_slurm_plans_every_job():
     # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations,
     # the ablations (7 more spaces, 2 models x 8 more soft-training tries, 2 models x 17 more recipes trained
     # and evaluated on 2 splits),
-    # 12 models x 2 splits SSOT runs, the open-ended prompts and 12 x 3 open-ended runs, 12 x 3 MCQ runs,
+    # 12 models x 2 splits SSOT runs and the release's SSOT prompts, the open-ended prompts and 12 x 3 open-ended
+    # runs, 12 x 3 MCQ runs,
     # NoveltyBench's 2 prompt files, 3 evaluators and 12 x 3 x 2 generation and scoring jobs, 5 TinyBenchmarks
     # datasets, its IRT file and 12 x 3 TinyBenchmarks runs, 7 PALOMA slices and 12 x 3 PALOMA runs, the tables
     # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run)
@@ -68,10 +69,10 @@ def test_paper_dry_run_on_slurm_plans_every_job():
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
         "grid_granularity": 1, "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2,
-        "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_table": 2,
+        "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_prompts": 1, "ssot_table": 2,
         "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 3, "transfer_table": 3,
         "open_ended_figure": 2, "retention_table": 4, "retention_figure": 3, "noveltybench_qualitative_cases": 1,
-        "all": 1, "total": 604,
+        "all": 1, "total": 605,
     }  # fmt: skip
     assert "build_tiny_model" not in result.stdout
     blocks = result.stdout.split("\n\n")
@@ -99,23 +100,38 @@ def test_one_table_plans_only_what_it_needs():
     assert "structured/unseen" not in result.stdout
 
 
-def test_gpt_oss_takes_its_own_ssot_instruction_and_its_final_answer_whole():
-    """Paper appendix E.3: GPT-OSS keeps the SSOT reasoning in its analysis channel and answers bare in its
-    final one; the other models get the shared instruction and the <answer> tags."""
-    targets = [f"results/eval/{model}/base/ssot/ood/metrics.json" for model in ("gpt_oss_20b", "qwen3_14b")]
-    result = snakemake("-n", "-p", "--forceall", *targets)
+def ssot_jobs(root: str, *config: str) -> dict[str, dict]:
+    """The planned SSOT jobs of GPT-OSS and Qwen3 on the ood split, by model."""
+    targets = [f"{root}/eval/{model}/base/ssot/ood/metrics.json" for model in ("gpt_oss_20b", "qwen3_14b")]
+    result = snakemake("-n", "-p", "--forceall", *targets, *config)
     assert result.returncode == 0, result.stderr[-2000:]
     jobs = {}
     for line in result.stdout.splitlines():
         if "calibft.evals.structured" in line:
             job = json.loads(shlex.split(line.split("calibft.evals.structured", 1)[1])[0])
             jobs[job["model_key"]] = job
+    return jobs
+
+
+def test_gpt_oss_takes_its_own_ssot_instruction_and_its_final_answer_whole():
+    """Paper appendix E.3 (protocol as_written): GPT-OSS keeps the SSOT reasoning in its analysis channel and
+    answers bare in its final one; the other models get the shared instruction and the <answer> tags."""
+    jobs = ssot_jobs("results/protocols/as_written", "--config", "protocol={preset: as_written}")
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     gpt_oss, qwen = jobs["gpt_oss_20b"], jobs["qwen3_14b"]
     assert gpt_oss["system"] == config["models"]["gpt_oss_20b"]["ssot_instruction"] != qwen["system"]
     assert gpt_oss["answer_pattern"] is None and gpt_oss["chat_overrides"] == {"assistant_prefix": ""}
     assert qwen["system"] == config["evaluation"]["ssot"]["instruction"]
     assert qwen["answer_pattern"] == "<answer>(.*?)</answer>"
+    assert "release_prompts" not in gpt_oss and gpt_oss["protocol"]["ssot_prompt"] == "config"
+
+
+def test_under_release_ssot_reads_the_release_prompts_downloaded_by_their_rule():
+    jobs = ssot_jobs("results")
+    gpt_oss, qwen = jobs["gpt_oss_20b"], jobs["qwen3_14b"]
+    assert gpt_oss["release_prompts"] == qwen["release_prompts"] == "resources/ssot_prompts.py"
+    assert (gpt_oss["release_style"], qwen["release_style"]) == ("gpt_oss", "default")
+    assert "system" not in gpt_oss and "answer_pattern" not in qwen
 
 
 def test_a_trie_job_asks_for_memory_in_proportion_to_its_output_space(tmp_path):
@@ -584,3 +600,49 @@ def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):
         for key in ("nll", "tokens", "bytes"):
             assert paloma["pooled"][key] == pytest.approx(sum(s[key] for s in paloma["slices"].values()))
             assert paloma["pooled"][key] == pytest.approx(sum(d[key] for d in documents))
+
+
+def test_demo_logit_kl_aggregate_is_the_mean_of_the_family_means(demo_data):
+    """Protocol release (the demo's): the release's `_summarize_logit_rows` averages the family means."""
+    for split in ("unseen", "ood"):
+        metrics = _structured(demo_data, "soft", split)
+        means = [row["logit_kl"] for row in metrics["families"]]
+        assert metrics["aggregate"]["logit_kl"] == pytest.approx(float(np.mean(means)), rel=1e-12)
+        assert metrics["job"]["protocol"]["logit_kl_across_families"] == "mean"
+
+
+def test_demo_result_folders_hold_their_provenance(demo_data):
+    evals = demo_data / "results" / "eval" / "tiny"
+    folders = [p.parent for p in evals.rglob("metrics.json")] + [p.parent for p in evals.rglob("summary.json")]
+    folders += [p.parent for p in (demo_data / "results" / "adapters").rglob("run.json")]
+    kinds = {folder.relative_to(evals).parts[1] for folder in folders if evals in folder.parents}
+    assert {"structured", "ssot", "open_ended", "mcq", "noveltybench", "tinybench", "paloma"} <= kinds
+    for folder in folders:
+        record = json.loads((folder / "provenance.json").read_text())
+        assert record["protocol"] == record["job"]["protocol"], folder
+        assert record["protocol"]["prompt_bos"] == "doubled", folder
+    structured = json.loads((evals / "soft" / "structured" / "ood" / "provenance.json").read_text())
+    assert structured["generation"]["temperature"] == 1.0 and structured["generation"]["top_p"] == 1.0
+
+
+def test_another_protocol_plans_no_data_layer_job_and_leaves_the_default_results_alone(demo_data):
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    args = ["--profile", profile, "--directory", str(demo_data), "--snakefile", snakefile]
+    as_written = ["--config", "protocol={preset: as_written}"]
+    result = snakemake("-n", *args, *as_written)
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = job_counts(result.stdout)
+    for rule in ("prompts", "output_space", "trie", "build_tiny_model", "grid_granularity", "synthetic_irt_params"):
+        assert rule not in planned, rule
+    assert planned["train"] and planned["structured_eval"]  # what depends on the protocol is planned anew
+    outputs = [line.split(":", 1)[1] for line in result.stdout.splitlines() if line.strip().startswith("output:")]
+    assert all(path.strip().startswith("results/protocols/as_written/") for line in outputs for path in line.split(","))
+
+    default = demo_data / "results" / "eval" / "tiny" / "base" / "structured" / "ood"
+    before = {path: path.stat().st_mtime_ns for path in default.iterdir()}
+    target = "results/protocols/as_written/eval/tiny/base/structured/ood/metrics.json"
+    result = snakemake(*args, target, *as_written)  # --config takes every value that follows
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {path: path.stat().st_mtime_ns for path in default.iterdir()} == before
+    record = json.loads((demo_data / target).with_name("provenance.json").read_text())
+    assert record["protocol"]["prompt_bos"] == "single" and record["protocol"]["generation_defaults"] == "exact"

@@ -56,7 +56,10 @@ elif params.kind == "structured_sampling_figure":
         structured_sampling_figure(by_split, **titles), "main_structured_sampling", Path(snakemake.output.pdf).parent
     )
 elif params.kind == "per_distribution_figure":
-    figure = per_distribution_figure(read_runs(snakemake.input, params.runs), params.split, params.key, **titles)
+    metrics = read_runs(snakemake.input, params.runs)
+    figure = per_distribution_figure(
+        metrics, params.split, params.key, **titles, w1_within_family=params.w1_within_family
+    )
     save_figure(figure, per_distribution_name(params.split, params.key), Path(snakemake.output.pdf).parent)
 elif params.kind == "qualitative_figure":
     figure = qualitative_figure(qualitative_panels(snakemake.input, params.panels), params.condition_titles)

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from calibft.chat import ChatOptions
 from calibft.generation import SamplingSettings, seed_for
+from calibft.generation_defaults import effective_settings, engine_settings, release_request
 from calibft.io import read_jsonl, write_json, write_jsonl
 from calibft.models import load_for_inference, load_tokenizer
+from calibft.protocol import resolve
+from calibft.provenance import write_provenance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,9 +39,41 @@ class ModelJob:
     out_dir: str
     adapter: str | None = None  # the recipe's adapter folder; None for the base model
     checkpoint_dir: str | None = None  # per-prompt results of an interrupted attempt, kept until the job ends
+    protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
+
+    def checkpoint_generation_config(self) -> dict | None:
+        """The checkpoint's own generation_config.json: from its folder, or from the Hugging Face cache where
+        loading the model put it; None when it has none."""
+        folder = Path(self.model)
+        if folder.is_dir():
+            path = folder / "generation_config.json"
+            return json.loads(path.read_text()) if path.is_file() else None
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(self.model, "generation_config.json")
+        return json.loads(Path(path).read_text()) if isinstance(path, str) else None
+
+    def generation(self, sampling: bool = True) -> dict:
+        """The generation settings in force (`calibft.generation_defaults.effective_settings`): exactly the
+        requested ones, or (switch `generation_defaults: checkpoint`) what transformers 4.57.6 puts back from the
+        checkpoint's generation config when the release asks for them."""
+        checkpoint = self.checkpoint_generation_config()
+        temperature, top_p = self.sampling.get("temperature", 1.0), self.sampling.get("top_p", 1.0)
+        request = release_request(checkpoint, sampling, temperature, top_p)
+        fallback = self.protocol["generation_defaults"] == "checkpoint"
+        effective = effective_settings(checkpoint, request, fallback=fallback)
+        return {key: value for key, value in effective.items() if key != "config"}
 
     def settings(self) -> SamplingSettings:
+        """The sampling settings of the engine: the configured ones, or those the generation defaults put in
+        force (for example temperature 0.6 and top_p 0.95 for Qwen3 under the release's protocol)."""
         sampling = dict(self.sampling)
+        do_sample, temperature, top_p, top_k = engine_settings(self.generation())
+        if not do_sample or top_k is not None:
+            raise ValueError(
+                f"{self.model}: the generation settings in force are not plain sampling: {self.generation()}"
+            )
+        sampling.update(temperature=temperature, top_p=top_p)
         return SamplingSettings(num_samples=sampling.pop("samples_per_prompt"), **sampling)
 
     def chat_options(self) -> ChatOptions:
@@ -50,6 +86,17 @@ class ModelJob:
     def seed_of(self, evaluation: str, prompt_key: str) -> int:
         """The seed of one prompt's samples: the same in every attempt, independent of the other prompts."""
         return seed_for(self.seed, evaluation, self.model_key, self.condition, prompt_key)
+
+    def write_provenance(self, model, tokenizer, generation: dict | None, **inputs: str | None) -> None:
+        """provenance.json in the output folder (`calibft.provenance`), with the generation settings in force
+        (None for an evaluation that does not generate) and the input files that are given."""
+        if generation is not None:
+            print(f"generation settings in force: {json.dumps(generation)}", file=sys.stderr)
+        given = {name: path for name, path in inputs.items() if path is not None}
+        write_provenance(
+            self.out_dir, self, generation=generation, model=model, tokenizer=tokenizer, inputs=given,
+            seeds={"seed": self.seed},
+        )  # fmt: skip
 
     def header(self, evaluation: str, **extra) -> dict:
         """The fields that open every metrics.json and summary.json: what was evaluated and the resolved job."""

@@ -183,13 +183,14 @@ def run(job: MCQJob) -> None:
     started = time.time()
     tokenizer, model = job.load()
     settings = job.settings()
-    ids = chat_prompt_ids(tokenizer, job.prompt, job.chat_options())
+    ids = chat_prompt_ids(tokenizer, job.prompt, job.chat_options(), bos=job.protocol["prompt_bos"])
     texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("mcq", job.prompt), progress=True)
     records = sample_records(texts, finished)
     out = Path(job.out_dir)
     write_jsonl(out / "generations.jsonl.gz", records)
     header = job.header("mcq", wall_time_s=time.time() - started)
     write_json(out / "metrics.json", score(records, **header))
+    job.write_provenance(model, tokenizer, job.generation())
 
 
 def main(argv: list[str] | None = None) -> None:

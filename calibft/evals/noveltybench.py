@@ -102,9 +102,18 @@ def similarity_classifier(
     return lambda a, b: similarity_probability(model, tokenizer, a, b) > threshold
 
 
-def _reward_ids(tokenizer: PreTrainedTokenizerBase, conversation: Sequence[Mapping[str, str]]) -> list[int]:
+def reward_ids(
+    tokenizer: PreTrainedTokenizerBase, conversation: Sequence[Mapping[str, str]], bos: str = "single"
+) -> list[int]:
+    """The reward model's input ids of one chat: its chat template rendered as text, then encoded.
+
+    `bos` (the `noveltybench_reward_bos` switch of `calibft.protocol`): `single` encodes the text as NoveltyBench
+    tokenizes inside `apply_chat_template`, so one BOS where the template writes one; `doubled` encodes it with
+    the tokenizer's special tokens whatever it holds, as the authors' release does: two BOS for the Gemma-2
+    reward model, whose template writes one (`calibft.chat.encode_prompt`).
+    """
     text = tokenizer.apply_chat_template(list(conversation), tokenize=False)
-    return encode_prompt(tokenizer, text)
+    return encode_prompt(tokenizer, text, bos)
 
 
 def reward_scores(
@@ -112,8 +121,10 @@ def reward_scores(
     tokenizer: PreTrainedTokenizerBase,
     conversations: Sequence[Sequence[Mapping[str, str]]],
     batch_size: int = 8,
+    bos: str = "single",
 ) -> np.ndarray:
-    """Reward of each chat ([user prompt, assistant generation]) from a sequence-classification reward model.
+    """Reward of each chat ([user prompt, assistant generation]) from a sequence-classification reward model,
+    encoded by `reward_ids` with `bos`.
 
     Batches are padded on the tokenizer's padding side with the model's `pad_token_id`, which its own pooling
     uses to find each sequence's last real token; position ids count real tokens only, so a sequence scores
@@ -121,7 +132,7 @@ def reward_scores(
     """
     import torch
 
-    encoded = [_reward_ids(tokenizer, c) for c in conversations]
+    encoded = [reward_ids(tokenizer, c, bos) for c in conversations]
     pad_id = model.config.get_text_config().pad_token_id
     if pad_id is None and batch_size > 1:
         raise ValueError("the reward model has no pad_token_id: batches of more than one sequence cannot be pooled")

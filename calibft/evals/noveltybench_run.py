@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -37,6 +37,8 @@ from calibft.evals.noveltybench import (
 from calibft.generation import sample_texts
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.models import load_classifier, load_tokenizer
+from calibft.protocol import resolve
+from calibft.provenance import write_provenance
 
 
 def load_prompts(path: str | Path, split: str) -> list[dict]:
@@ -89,12 +91,13 @@ def generate(job: GenerationJob) -> None:
     for row in tqdm(prompts, desc=f"noveltybench {job.model_key}/{job.condition}/{job.split}"):
 
         def draw(row=row):
-            ids = chat_prompt_ids(tokenizer, row["prompt"], options)
+            ids = chat_prompt_ids(tokenizer, row["prompt"], options, bos=job.protocol["prompt_bos"])
             texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("noveltybench", row["id"]))
             return [{**row, "generations": texts, "finished": finished.tolist()}]
 
         records.extend(per_prompt(checkpoint, row["id"], draw))
     write_jsonl(Path(job.out_dir) / "generations.jsonl.gz", records)
+    job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
     finish_checkpoints(checkpoint)
 
 
@@ -113,6 +116,7 @@ class ScoringJob:
     out_dir: str
     reward_batch_size: int = 8
     checkpoint_dir: str | None = None
+    protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
 
 
 def score(job: ScoringJob) -> None:
@@ -131,7 +135,8 @@ def score(job: ScoringJob) -> None:
             chats = [
                 [{"role": "user", "content": record["prompt"]}, {"role": "assistant", "content": t}] for t in texts
             ]
-            rewards = reward_scores(reward_model, reward_tokenizer, chats, job.reward_batch_size)
+            bos = job.protocol["noveltybench_reward_bos"]
+            rewards = reward_scores(reward_model, reward_tokenizer, chats, job.reward_batch_size, bos)
             return [{**record, "rewards": rewards.tolist(), **score_prompt(texts, rewards, classify)}]
 
         rows.extend(per_prompt(checkpoint, record["id"], scored))
@@ -147,6 +152,8 @@ def score(job: ScoringJob) -> None:
         "job": asdict(job),
     }
     write_json(out / "summary.json", {**header, **summarize_prompts(rows)["pooled"]})
+    inputs = {"generations": job.generations, "classifier": job.classifier, "reward_model": job.reward_model}
+    write_provenance(out, job, inputs=inputs, loaded={"reward_model": reward_model})
     finish_checkpoints(checkpoint)
 
 

@@ -40,6 +40,7 @@ COVERAGE_TOLERANCE = 1e-9
 # The surrounding quotes `normalize` removes one pair of, as the authors' normalization does: straight quotes
 # only, so that “Paris” and "Paris" stay two answers there and here.
 QUOTES = ("'", '"')
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
 
 
 def load_prompts(path: str | Path) -> list[str]:
@@ -75,20 +76,30 @@ def unique_fraction(texts: Sequence[str]) -> float | None:
     return len(answers) / len(texts)
 
 
-def first_token_support(probs: np.ndarray, thresholds: Sequence[float] = THRESHOLDS) -> np.ndarray:
+def first_token_support(
+    probs: np.ndarray | torch.Tensor, thresholds: Sequence[float] = THRESHOLDS, numerics: str = "fp32"
+) -> np.ndarray:
     """For each threshold t, the smallest k whose k most probable tokens hold at least t of the mass.
 
-    `probs` [..., vocab] gives [..., len(thresholds)]. Ties between equal probabilities do not change k. A
-    coverage within `COVERAGE_TOLERANCE` below t counts as reaching it, so [0.5, 0.3, 0.2] covers 0.8 with 2
-    tokens although 0.5 + 0.3 may round below 0.8. Coverage is relative to the row's total, so rows need not
-    sum to exactly 1.
+    `probs` [..., vocab] gives [..., len(thresholds)]. Ties between equal probabilities do not change k.
+
+    `numerics` (the `numerics` switch of `calibft.protocol`): `fp32` computes in float64; a coverage within
+    `COVERAGE_TOLERANCE` below t counts as reaching it, so [0.5, 0.3, 0.2] covers 0.8 with 2 tokens although
+    0.5 + 0.3 may round below 0.8, and coverage is relative to the row's total, so rows need not sum to exactly 1.
+    `logits_dtype` follows the authors' release in the dtype of `probs` (a tensor; bf16 on GPUs) and on its
+    device: each row sorted, its running sum taken by `torch.cumsum` in that dtype, compared with t in that dtype
+    (0.9 is 0.8984375 in bf16), k the first position that reaches t, the vocabulary size if none does; neither
+    tolerance nor renormalization.
     """
+    if numerics == "logits_dtype":
+        return _release_support(torch.as_tensor(probs), thresholds)
+    if numerics != "fp32":
+        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
+    if isinstance(probs, torch.Tensor):
+        probs = probs.double().cpu().numpy()
     probs = np.asarray(probs, dtype=np.float64)
     t = np.asarray(thresholds, dtype=np.float64)
-    if probs.ndim == 0 or probs.shape[-1] == 0 or np.any(probs < 0):
-        raise ValueError("probs must be non-negative with at least one token")
-    if np.any((t <= 0) | (t > 1)):
-        raise ValueError(f"thresholds must be in (0, 1], got {t.tolist()}")
+    _check_support_inputs(probs.shape, bool(np.any(probs < 0)), t)
     rows = probs.reshape(-1, probs.shape[-1])
     coverage = np.cumsum(-np.sort(-rows, axis=-1), axis=-1)
     coverage /= coverage[:, -1:]
@@ -97,14 +108,43 @@ def first_token_support(probs: np.ndarray, thresholds: Sequence[float] = THRESHO
     return np.minimum(k, probs.shape[-1]).reshape(*probs.shape[:-1], len(t))
 
 
-def first_token_probs(model, prompt_ids: Sequence[int]) -> np.ndarray:
-    """The next-token distribution at the first generated position: float64 softmax of the float32 logits.
+def _check_support_inputs(shape: Sequence[int], negative: bool, t: np.ndarray) -> None:
+    if len(shape) == 0 or shape[-1] == 0 or negative:
+        raise ValueError("probs must be non-negative with at least one token")
+    if np.any((t <= 0) | (t > 1)):
+        raise ValueError(f"thresholds must be in (0, 1], got {t.tolist()}")
 
-    One forward pass of the prompt in eval mode (no dropout), keeping only the last position's logits.
+
+def _release_support(probs: torch.Tensor, thresholds: Sequence[float]) -> np.ndarray:
+    """`first_token_support` with `numerics="logits_dtype"`: the release's `top_p_support_sizes`, row by row
+    (a 1-D sort and cumsum per row, as it calls them)."""
+    _check_support_inputs(probs.shape, bool((probs < 0).any()), np.asarray(thresholds, dtype=np.float64))
+    rows = probs.reshape(-1, probs.shape[-1])
+    found = []
+    for row in rows:
+        coverage = torch.cumsum(torch.sort(row, descending=True).values, dim=0)
+        reached = torch.stack([coverage >= float(t) for t in thresholds])  # [thresholds, vocab]
+        first = reached.to(torch.uint8).argmax(dim=-1) + 1  # argmax gives the first maximum
+        found.append(torch.where(reached.any(dim=-1), first, len(row)))
+    support = torch.stack(found).cpu().numpy()
+    return support.reshape(*probs.shape[:-1], len(thresholds))
+
+
+def first_token_probs(model, prompt_ids: Sequence[int], numerics: str = "fp32") -> np.ndarray | torch.Tensor:
+    """The next-token distribution at the first generated position.
+
+    One forward pass of the prompt in eval mode (no dropout), keeping only the last position's logits. `numerics`
+    (the `numerics` switch of `calibft.protocol`): `fp32` gives the float64 softmax of the float32 logits as a
+    numpy array; `logits_dtype` the softmax in the logits' dtype (bf16 on GPUs), as the authors' release takes it
+    (there divided by the sampling temperature, 1), as a tensor on the model's device for `first_token_support`.
     """
+    if numerics not in NUMERICS:
+        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
     with inference(model):
         ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=input_device(model))
         logits = model(input_ids=ids, logits_to_keep=1).logits[0, -1]
+        if numerics == "logits_dtype":
+            return torch.softmax(logits, dim=-1)
         return torch.softmax(logits.float().double(), dim=-1).cpu().numpy()
 
 
@@ -186,8 +226,9 @@ def run(job: OpenEndedJob) -> None:
 
     records, supports = [], []
     for i, prompt in enumerate(tqdm(prompts, desc=f"open_ended {job.model_key}/{job.condition}")):
-        ids = chat_prompt_ids(tokenizer, prompt, options)
-        support = first_token_support(first_token_probs(model, ids), job.thresholds)
+        ids = chat_prompt_ids(tokenizer, prompt, options, bos=job.protocol["prompt_bos"])
+        numerics = job.protocol["numerics"]
+        support = first_token_support(first_token_probs(model, ids, numerics), job.thresholds, numerics)
         supports.append({"prompt_index": i, "prompt": prompt, "support": support.tolist()})
         texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("open_ended", prompt))
         records.extend(sample_records(i, prompt, texts, finished))
@@ -197,6 +238,7 @@ def run(job: OpenEndedJob) -> None:
     header = job.header("open_ended", samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started)
     metrics = score(prompts, records, supports, job.thresholds, job.headline_threshold, **header)
     write_json(out / "metrics.json", metrics)
+    job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,19 +10,23 @@ first is scored exactly once, the first window scoring all its tokens after the 
 only the tokens the previous one did not reach, each with the context of its window (`windows`).
 
 The score of a set of documents is the sum of their token NLLs (float32 log-softmax of the logits, summed in
-float64), the number of scored tokens and the number of UTF-8 bytes of their texts (all of them, the unscored
-first token's included):
+float64; or in the logits' dtype, as the authors' release: `documents_nll`), the number of scored tokens and
+the number of UTF-8 bytes of their texts (all of them, the unscored first token's included):
 
     perplexity    = exp(sum NLL / scored tokens)
     bits per byte = sum NLL / (ln 2 * sum bytes)
 
 per slice for the slice table, and pooled over the slices (the sums of the slice totals) for the model
-summary.
+summary. A document whose text is empty or only whitespace is left out of every total under `skip` (the
+authors' release skips such rows: no document, no bytes) and counted like any other under `count` (a
+document, its bytes, the NLL of whatever tokens it has): the `paloma_empty_documents` switch of
+`calibft.protocol`. A document of one token is counted under both, with its bytes and no scored token.
 
 Inputs: one JSON-lines file per slice (gzip-compressed when named `.gz`) with a `text` field per document, as
 the workflow downloads PALOMA and as the offline demo ships a few documents per slice. Outputs in `out_dir`:
-`documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes; `tokens` counts the scored
-tokens) and `summary.json`, which `score` computes from those records alone.
+`documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes, empty; `tokens` counts the
+scored tokens, `empty` marks an empty or whitespace-only text) and `summary.json`, which `score` computes from
+those records alone (`documents` and `skipped_documents` per slice and pooled, `empty_documents` the rule).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
@@ -52,6 +57,8 @@ DOCUMENTS_PER_CHUNK = 256
 # Any id the model knows: padding is masked and never scored, and causal attention keeps it out of the
 # positions before it, so its value cannot change a result.
 PAD_ID = 0
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
+EMPTY_DOCUMENTS = ("skip", "count")  # the `paloma_empty_documents` switch
 
 
 def windows(n_tokens: int, window: int = WINDOW, stride: int = STRIDE) -> list[tuple[int, int, int]]:
@@ -81,15 +88,24 @@ def documents_nll(
     window: int = WINDOW,
     stride: int = STRIDE,
     batch_size: int = BATCH_SIZE,
+    numerics: str = "fp32",
 ) -> list[tuple[float, int]]:
     """(summed NLL, scored tokens) of each document (token ids), its windows scored as `windows` cuts them.
 
     The windows of all the documents are batched together, longest first, right-padded with an attention mask.
-    Each window's NLL is summed on its own and a document's windows are added in their order, so the batch size
-    changes no sum beyond the arithmetic of the forward pass. The model is in eval mode (no dropout) meanwhile.
+    Each window's NLL is summed on its own and a document's windows are added in their order (as Python floats),
+    so the batch size changes no sum beyond the arithmetic of the forward pass. The model is in eval mode (no
+    dropout) meanwhile.
+
+    `numerics` (the `numerics` switch of `calibft.protocol`): `fp32` takes float32 log-softmax of the logits
+    and sums a window's token NLLs in float64. `logits_dtype` computes as the authors' release does, in the
+    logits' dtype (bf16 on GPUs): the token NLLs by `F.cross_entropy` on those logits, a window's sum taken in
+    that dtype (its release sums a batch of windows of one document, and its PALOMA batch holds one window).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if numerics not in NUMERICS:
+        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
     ids = [torch.as_tensor(list(doc), dtype=torch.long) for doc in documents]
     spans = [(d, span) for d, doc in enumerate(ids) for span in windows(len(doc), window, stride)]
     order = sorted(range(len(spans)), key=lambda i: spans[i][1][0] - spans[i][1][1])  # longest first, stable
@@ -109,8 +125,12 @@ def documents_nll(
             for r, i in enumerate(batch):
                 start, end, first = spans[i][1]
                 # the logits at position p predict the token at p + 1
-                log_probs = torch.log_softmax(logits[r, first - 1 - start : end - 1 - start].float(), dim=-1)
-                targets = input_ids[r, first - start : end - start].to(log_probs.device)
+                scoring = logits[r, first - 1 - start : end - 1 - start]
+                targets = input_ids[r, first - start : end - start].to(scoring.device)
+                if numerics == "logits_dtype":
+                    window_nll[i] = F.cross_entropy(scoring, targets, reduction="none").sum().item()
+                    continue
+                log_probs = torch.log_softmax(scoring.float(), dim=-1)
                 nll = -log_probs.gather(-1, targets[:, None]).squeeze(-1)
                 window_nll[i] = nll.double().sum().item()
     totals = [(0.0, 0)] * len(ids)
@@ -120,26 +140,37 @@ def documents_nll(
 
 
 def document_nll(
-    model, token_ids: Sequence[int], window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH_SIZE
+    model,
+    token_ids: Sequence[int],
+    window: int = WINDOW,
+    stride: int = STRIDE,
+    batch_size: int = BATCH_SIZE,
+    numerics: str = "fp32",
 ) -> tuple[float, int]:
     """(summed NLL, scored tokens) of one document: its windows batched together (`documents_nll`)."""
-    return documents_nll(model, [token_ids], window, stride, batch_size)[0]
+    return documents_nll(model, [token_ids], window, stride, batch_size, numerics)[0]
 
 
 @dataclass(frozen=True)
 class Totals:
-    """Summed NLL (nats), scored tokens and UTF-8 bytes of a set of documents, and how many documents."""
+    """Summed NLL (nats), scored tokens and UTF-8 bytes of a set of documents, how many documents, and how many
+    more were left out of these totals (`skipped`: empty documents under `skip`)."""
 
     nll: float = 0.0
     tokens: int = 0
     bytes: int = 0
     documents: int = 0
+    skipped: int = 0
 
     def __add__(self, other: Totals) -> Totals:
         if not isinstance(other, Totals):
             return NotImplemented
         return Totals(
-            self.nll + other.nll, self.tokens + other.tokens, self.bytes + other.bytes, self.documents + other.documents
+            self.nll + other.nll,
+            self.tokens + other.tokens,
+            self.bytes + other.bytes,
+            self.documents + other.documents,
+            self.skipped + other.skipped,
         )
 
     @property
@@ -158,6 +189,7 @@ class Totals:
             "tokens": self.tokens,
             "bytes": self.bytes,
             "documents": self.documents,
+            "skipped_documents": self.skipped,
             "perplexity": self.perplexity,
             "bits_per_byte": self.bits_per_byte,
         }
@@ -170,19 +202,25 @@ def summarize(per_slice: Mapping[str, Totals]) -> dict:
     return {"slices": {name: totals.figures() for name, totals in per_slice.items()}, "pooled": pooled.figures()}
 
 
-def document_totals(record: Mapping) -> Totals:
+def document_totals(record: Mapping, empty_documents: str = "count") -> Totals:
+    """One document record's totals: under `skip`, an empty one (its `empty` field) is only a skipped document."""
+    if empty_documents not in EMPTY_DOCUMENTS:
+        raise ValueError(f"empty_documents must be one of {EMPTY_DOCUMENTS}, got {empty_documents!r}")
+    if empty_documents == "skip" and record["empty"]:
+        return Totals(skipped=1)
     return Totals(float(record["nll"]), int(record["tokens"]), int(record["bytes"]), 1)
 
 
-def score(records: Sequence[Mapping], slices: Sequence[str], **header) -> dict:
+def score(records: Sequence[Mapping], slices: Sequence[str], *, empty_documents: str = "count", **header) -> dict:
     """summary.json from the per-document records: per slice (every one of `slices`, in that order, also one
-    without documents) and pooled."""
+    without documents) and pooled, empty documents skipped or counted as `empty_documents` says (the
+    `paloma_empty_documents` switch; `skip` needs the records' `empty` field)."""
     per_slice = {name: Totals() for name in slices}
     for record in records:
         if record["slice"] not in per_slice:
             raise ValueError(f"a document of slice {record['slice']!r}, not one of {list(slices)}")
-        per_slice[record["slice"]] += document_totals(record)
-    return {**header, **summarize(per_slice)}
+        per_slice[record["slice"]] += document_totals(record, empty_documents)
+    return {**header, "empty_documents": empty_documents, **summarize(per_slice)}
 
 
 def load_documents(path: str | Path, max_documents: int | None = None) -> list[str]:
@@ -227,17 +265,18 @@ class PalomaJob(ModelJob):
 
 
 def slice_records(model, tokenizer, name: str, texts: Sequence[str], job: PalomaJob) -> list[dict]:
-    """One record per document of a slice: its summed NLL, scored tokens and UTF-8 bytes."""
+    """One record per document of a slice: its summed NLL (`documents_nll` with the job's `numerics`), scored
+    tokens, UTF-8 bytes and whether its text is empty or only whitespace (every document is scored; `score`
+    decides what enters the totals)."""
     records = []
     with tqdm(total=len(texts), desc=f"paloma {job.model_key}/{job.condition} {name}") as progress:
         for begin in range(0, len(texts), DOCUMENTS_PER_CHUNK):
             chunk = texts[begin : begin + DOCUMENTS_PER_CHUNK]
             ids = tokenizer(list(chunk), add_special_tokens=False, verbose=False)["input_ids"]
-            scores = documents_nll(model, ids, job.window, job.stride, job.batch_size)
+            scores = documents_nll(model, ids, job.window, job.stride, job.batch_size, job.protocol["numerics"])
             for i, (text, (nll, tokens)) in enumerate(zip(chunk, scores, strict=True)):
-                records.append(
-                    {"slice": name, "index": begin + i, "nll": nll, "tokens": tokens, "bytes": len(text.encode())}
-                )
+                record = {"slice": name, "index": begin + i, "nll": nll, "tokens": tokens, "bytes": len(text.encode())}
+                records.append({**record, "empty": not text.strip()})
             progress.update(len(chunk))
     return records
 
@@ -257,7 +296,9 @@ def run(job: PalomaJob) -> None:
     out = Path(job.out_dir)
     write_jsonl(out / "documents.jsonl.gz", records)
     header = job.header("paloma", wall_time_s=time.time() - started)
-    write_json(out / "summary.json", score(records, list(job.slices), **header))
+    empty_documents = job.protocol["paloma_empty_documents"]
+    write_json(out / "summary.json", score(records, list(job.slices), empty_documents=empty_documents, **header))
+    job.write_provenance(model, tokenizer, None, **job.slices)
     finish_checkpoints(folder)
 
 

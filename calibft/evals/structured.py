@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +29,14 @@ import numpy as np
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids
+from calibft.evals import ssot_release
 from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.families import family
 from calibft.generation import sample_texts
 from calibft.grid import Prompt, prompts, select
 from calibft.io import read_job, write_json, write_jsonl
 from calibft.metrics import (
+    across_families,
     family_means,
     family_median,
     finite_or_none,
@@ -62,12 +64,33 @@ class StructuredJob(ModelJob):
     logit_kl_batch_size: int = 16
     system: str | None = None  # SSOT: its instruction
     answer_pattern: str | None = None  # SSOT: a regex whose first group is the answer
+    # SSOT as the authors' release ran it (protocol switch ssot_prompt: release): its prompt file, read without
+    # executing it, and the style that picks a prompt and answer rules (calibft.evals.ssot_release); these
+    # replace `system` and `answer_pattern`
+    release_prompts: str | None = None
+    release_style: str = "default"
 
     def __post_init__(self):
         if self.evaluation not in EVALUATIONS:
             raise ValueError(f"evaluation must be one of {EVALUATIONS}, got {self.evaluation!r}")
         if self.answer_pattern is not None and re.compile(self.answer_pattern).groups < 1:
             raise ValueError(f"answer_pattern {self.answer_pattern!r} needs a group that captures the answer")
+        if self.release_style not in ssot_release.STYLES:
+            styles = ", ".join(ssot_release.STYLES)
+            raise ValueError(f"release_style must be one of {styles}, got {self.release_style!r}")
+
+    def system_message(self) -> str | None:
+        """The system (or developer) message: the release's SSOT prompt, or `system`."""
+        if self.release_prompts is None:
+            return self.system
+        prompts = ssot_release.read_prompts(self.release_prompts)
+        return ssot_release.system_message(prompts, ssot_release.STYLES[self.release_style].prompt)
+
+    def answer(self, text: str) -> str | None:
+        """The answer part of an output, by the release's rule or by `answer_pattern`."""
+        if self.release_prompts is None:
+            return extract_answer(text, self.answer_pattern)
+        return ssot_release.extract_answer(text, gpt_oss=ssot_release.STYLES[self.release_style].gpt_oss_output)
 
 
 def extract_answer(text: str, pattern: str | None) -> str | None:
@@ -78,9 +101,15 @@ def extract_answer(text: str, pattern: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def sample_records(prompt: Prompt, texts: Sequence[str], finished: np.ndarray, pattern: str | None) -> list[dict]:
-    """One record per answer: its text, the number it parses to (None if none) and whether that is valid."""
-    answers = [extract_answer(text, pattern) for text in texts]
+def sample_records(
+    prompt: Prompt, texts: Sequence[str], finished: np.ndarray, pattern: str | Callable[[str], str | None] | None
+) -> list[dict]:
+    """One record per answer: its text, the number it parses to (None if none) and whether that is valid.
+
+    `pattern` takes the answer part of a text: a regex for `extract_answer`, None for all of it, or a function.
+    """
+    answer = pattern if callable(pattern) else lambda text: extract_answer(text, pattern)
+    answers = [answer(text) for text in texts]
     values = [None if answer is None else parse_number(answer) for answer in answers]
     valid = valid_mask(np.array([np.nan if v is None else v for v in values]), prompt.family, prompt.params)
     return [
@@ -109,10 +138,15 @@ def prompt_metrics(prompt: Prompt, records: Sequence[dict], logit_kl: float | No
 
 
 def score(
-    chosen: Sequence[Prompt], records: Sequence[dict], logit_kl: Mapping[str, float] | None = None, **header
+    chosen: Sequence[Prompt],
+    records: Sequence[dict],
+    logit_kl: Mapping[str, float] | None = None,
+    logit_kl_across_families: str = "mean",
+    **header,
 ) -> dict:
-    """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate (median across
-    families, None when a family has no finite value; valid rate: mean across families)."""
+    """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate: W1 the median across
+    families (None when a family has no finite value), logit KL the mean or median of the family means
+    (`logit_kl_across_families`, a switch of `calibft.protocol`), valid rate the mean across families."""
     by_prompt: dict[str, list[dict]] = {p.id: [] for p in chosen}
     for record in records:
         by_prompt[record["id"]].append(record)
@@ -128,7 +162,7 @@ def score(
         **header,
         "aggregate": {
             "w1_norm": family_median(means["w1_norm"]),
-            "logit_kl": None if logit_kl is None else family_median(means["logit_kl"]),
+            "logit_kl": None if logit_kl is None else across_families(means["logit_kl"], logit_kl_across_families),
             "valid_rate": float(np.mean(valid_rates)) if valid_rates else None,
             "num_families": len(family_rows),
             "undefined_families": [name for name, mean in means["w1_norm"].items() if mean is None],
@@ -144,13 +178,22 @@ def run(job: StructuredJob) -> None:
     options = job.chat_options().merged(job.chat_overrides, "chat_overrides")
     tries = TrieSet.load(job.tries) if job.tries else None
     chosen = select(prompts(job.split), None if tries is None else list(tries.ids))
-    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, job.system) for p in chosen]
+    system = job.system_message()
+    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, system, job.protocol["prompt_bos"]) for p in chosen]
     out = Path(job.out_dir)
 
     logit_kl = None
     if tries is not None:
         kl = path_kl(
-            model, tries, prompt_ids, padding_id(tokenizer), job.logit_kl_paths, job.seed, job.logit_kl_batch_size
+            model,
+            tries,
+            prompt_ids,
+            padding_id(tokenizer),
+            job.logit_kl_paths,
+            job.seed,
+            job.logit_kl_batch_size,
+            seeds=job.protocol["logit_kl_path_seeds"],
+            numerics=job.protocol["numerics"],
         )
         logit_kl = {p.id: float(row.mean()) for p, row in zip(chosen, kl, strict=True)}
         write_jsonl(
@@ -170,14 +213,16 @@ def run(job: StructuredJob) -> None:
 
         def draw(prompt=prompt, ids=ids):
             texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of(job.evaluation, prompt.id))
-            return sample_records(prompt, texts, finished, job.answer_pattern)
+            return sample_records(prompt, texts, finished, job.answer)
 
         records.extend(per_prompt(checkpoint, prompt.id, draw))
     write_jsonl(out / "samples.jsonl.gz", records)
     header = job.header(
         job.evaluation, split=job.split, samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started
     )
-    write_json(out / "metrics.json", score(chosen, records, logit_kl, **header))
+    across = job.protocol["logit_kl_across_families"]
+    write_json(out / "metrics.json", score(chosen, records, logit_kl, across, **header))
+    job.write_provenance(model, tokenizer, job.generation(), tries=job.tries, ssot_prompts=job.release_prompts)
     finish_checkpoints(checkpoint)
 
 

@@ -47,16 +47,30 @@ GSM8K: greedy decoding (`greedy_generate`, batched with `model.generate(do_sampl
 most 256 new tokens, stopped by the model's stop tokens (`calibft.generation.stop_token_ids`) or the first
 of the stop strings "Question:", "</s>", "<|im_end|>" in the decoded text; the text is cut before the stop
 string and cleaned of reasoning (`calibft.chat.strip_reasoning`, which also strips surrounding whitespace).
-Answers, as the harness's tinyGSM8k task:
+Answers are extracted by the protocol switch `gsm8k_extraction` (`job.protocol`; `gsm8k_answers`), "release" as
+the authors' release (retention/tinybenchmarks_tasks.py, the paper's numbers), "lm_eval" as the harness.
+Release:
+- strict (`gsm8k_release_strict`): the rest of the line after the first "####" (`####\\s*([^\\r\\n]+)`, so
+  whitespace and newlines after "####" are skipped), which must hold exactly one number `RELEASE_NUMBER`
+  (optional sign, digits grouped by commas in threes or plain, optional decimals; "$", "%", words around it
+  are ignored), else no answer;
+- flexible (`gsm8k_release_flexible`): the last `RELEASE_NUMBER` of the text;
+- both, and the reference (the text after the last "####" of `answer`, `gsm8k_release_target`), are read as
+  `Decimal` after removing commas and compared in a canonical form (`release_number`: "1,000", "1000.0" and
+  "1000.00" are all "1000"). A reference that is no number matches nothing.
+As the harness's tinyGSM8k task (lm_eval):
 - strict (`gsm8k_strict`): the first match of `#### (\\-?[0-9\\.\\,]+)` (its group), stripped;
 - flexible (`gsm8k_flexible`): the last match of `(-?[$0-9.,]{2,})|(-?[0-9]+)` (its non-empty group),
   stripped;
 - both are compared with the row's `answer` after `normalize_gsm8k` (remove ",", "$", everything up to the
   last "#### " and one trailing ".", then lowercase; the same normalization turns the `answer` solution into
   its final number, `gsm8k_target`). No match scores 0.
-An item's `score` is strict, the Open LLM Leaderboard's GSM8K metric (the harness's "#### " answer regex),
-whose results the tinyBenchmarks IRT model was fitted on; both are stored (`metrics` in scores.json), since
-the paper reports GSM8K strict and flexible separately.
+An item's `score` is strict (under either extraction), the Open LLM Leaderboard's GSM8K metric (there the
+harness's "#### " answer regex), whose results the tinyBenchmarks IRT model was fitted on; both are stored
+(`metrics` in scores.json), since the paper reports GSM8K strict and flexible separately. As in the release,
+each gets its own gp-IRT from the gsm8k scenario and both enter the mean gp-IRT (`GPIRT_ROWS`). The release
+generates up to its token limit and cuts the text at the stop strings afterwards (decoded with special tokens
+skipped); greedy decoding gives the same text up to the first stop string.
 
 Outputs in `out_dir`: `items.jsonl` (one object per row, in row order: index, score, the task's metric fields
 and what they came from: log-likelihoods, target and prediction, or the generation and its extracted
@@ -97,6 +111,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +138,20 @@ GSM8K_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
 GSM8K_FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
 # Removed, in this order, from an answer and from the reference before comparing them (then lowercased).
 GSM8K_IGNORE = tuple(re.compile(p) for p in (",", r"\$", r"(?s).*#### ", r"\.$"))
+
+# How GSM8K answers are extracted and compared (the protocol switch `gsm8k_extraction`): "release", the authors'
+# release (chandar-lab/calibration-finetuning, src/random_steering/retention/tinybenchmarks_tasks.py
+# `extract_strict_gsm8k_answer`, `extract_last_numeric_answer`, `_normalize_numeric_text`, and
+# tinybenchmarks_data.py `_extract_gsm8k_target`), or "lm_eval", lm-evaluation-harness's tinyGSM8k task.
+GSM8K_EXTRACTIONS = ("release", "lm_eval")
+# The release's number: an optional sign, then digits grouped by commas in threes or plain digits, then an
+# optional decimal part. `\d` is Unicode's (any decimal digit, e.g. full-width), as `Decimal` reads them too.
+RELEASE_NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+# The release's strict answer: the rest of the line after the first "####" (whitespace, newlines included,
+# skipped first).
+RELEASE_STRICT = re.compile(r"####\s*([^\r\n]+)")
+# The arithmetic of `Decimal`'s default context, in which the release reads and normalizes numbers.
+RELEASE_DECIMAL = Context(prec=28, rounding=ROUND_HALF_EVEN, traps=[InvalidOperation])
 
 
 @dataclass(frozen=True)
@@ -197,14 +226,81 @@ def gsm8k_flexible(text: str) -> str | None:
     return groups[0].strip() if groups else None
 
 
-def gsm8k_scores(text: str, answer: str) -> tuple[int, int]:
-    """(strict, flexible) exact match, 0 or 1, of a generation against the row's `answer` solution."""
-    target = gsm8k_target(answer)
-    strict, flexible = gsm8k_strict(text), gsm8k_flexible(text)
-    return (
-        int(strict is not None and normalize_gsm8k(strict) == target),
-        int(flexible is not None and normalize_gsm8k(flexible) == target),
-    )
+def release_number(value: str) -> str | None:
+    """A number as the release compares it: `value` stripped, without commas, read as a `Decimal` (28 digits,
+    as the default context) and written canonically: an integral value as an integer ("1000.0" -> "1000",
+    "-0" -> "0"), any other in positional notation without trailing zeros ("12.50" -> "12.5"). None when it is
+    not a finite number (the release gives "NaN" for NaN, equal to no extracted answer, and fails on infinity)."""
+    try:
+        number = Decimal(value.strip().replace(",", ""), RELEASE_DECIMAL).normalize(RELEASE_DECIMAL)
+    except InvalidOperation:
+        return None
+    if not number.is_finite():
+        return None
+    if number == number.to_integral_value():
+        return str(int(number))
+    return format(number, "f")  # normalized and not integral: no trailing zero to drop
+
+
+def gsm8k_release_strict(text: str) -> str | None:
+    """The release's strict answer: the rest of the line after the first "####" (whitespace and newlines
+    skipped), which must hold exactly one number (`RELEASE_NUMBER`), as `release_number`; None otherwise."""
+    match = RELEASE_STRICT.search(text)
+    numbers = RELEASE_NUMBER.findall(match.group(1)) if match else []
+    return release_number(numbers[0]) if len(numbers) == 1 else None
+
+
+def gsm8k_release_flexible(text: str) -> str | None:
+    """The release's flexible answer: the last number (`RELEASE_NUMBER`) of the text, as `release_number`;
+    None without one."""
+    numbers = RELEASE_NUMBER.findall(text)
+    return release_number(numbers[-1]) if numbers else None
+
+
+def gsm8k_release_target(answer_field: str) -> str | None:
+    """The release's reference: the text after the last "####" of a GSM8K solution, stripped, as
+    `release_number` (None when it is not a number: every answer then scores 0). A solution without "####" or
+    with nothing after it is refused, as the release refuses such a row."""
+    if "####" not in answer_field:
+        raise ValueError(f"GSM8K answer without '####': {answer_field!r}")
+    final = answer_field.rsplit("####", 1)[1].strip()
+    if not final:
+        raise ValueError(f"GSM8K answer with nothing after its last '####': {answer_field!r}")
+    return release_number(final)
+
+
+def gsm8k_answers(text: str, answer: str, extraction: str) -> dict:
+    """The GSM8K fields of one generation under `extraction` (one of `GSM8K_EXTRACTIONS`): `strict` and
+    `flexible` (exact match, 0 or 1), `strict_answer` and `flexible_answer` (what was extracted, None when
+    nothing was) and `target` (the reference as compared).
+
+    - "lm_eval": `gsm8k_strict` and `gsm8k_flexible`, compared after `normalize_gsm8k` with `gsm8k_target`;
+    - "release": `gsm8k_release_strict` and `gsm8k_release_flexible`, canonical numbers compared as strings
+      with `gsm8k_release_target` (a reference that is no number matches nothing).
+    """
+    check_choice("GSM8K extraction", extraction, GSM8K_EXTRACTIONS)
+    if extraction == "lm_eval":
+        target = gsm8k_target(answer)
+        strict, flexible = gsm8k_strict(text), gsm8k_flexible(text)
+        matched = [a is not None and normalize_gsm8k(a) == target for a in (strict, flexible)]
+    else:
+        target = gsm8k_release_target(answer)
+        strict, flexible = gsm8k_release_strict(text), gsm8k_release_flexible(text)
+        matched = [a is not None and target is not None and a == target for a in (strict, flexible)]
+    return {
+        "strict": int(matched[0]),
+        "flexible": int(matched[1]),
+        "strict_answer": strict,
+        "flexible_answer": flexible,
+        "target": target,
+    }
+
+
+def gsm8k_scores(text: str, answer: str, extraction: str) -> tuple[int, int]:
+    """(strict, flexible) exact match, 0 or 1, of a generation against the row's `answer` solution, under the
+    answer extraction `extraction` ("release" or "lm_eval", see `gsm8k_answers`)."""
+    fields = gsm8k_answers(text, answer, extraction)
+    return fields["strict"], fields["flexible"]
 
 
 def argmax_accuracy(logliks: Sequence[float], target: int) -> int:
@@ -470,15 +566,23 @@ def score_task(
     batch_size: int = BATCH_SIZE,
     max_new_tokens: int = MAX_NEW_TOKENS,
     first_index: int = 0,
+    *,
+    gsm8k_extraction: str,
+    prompt_bos: str = "single",
 ) -> list[dict]:
     """One record per item, in the given order: index (first_index + position), score, the task's metric
-    fields and what they came from (log-likelihoods, or the generation and its answers)."""
+    fields and what they came from (log-likelihoods, or the generation and its answers). GSM8K answers are
+    extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`); prompts are encoded with
+    `prompt_bos` (`calibft.chat.encode_prompt`)."""
+    check_choice("GSM8K extraction", gsm8k_extraction, GSM8K_EXTRACTIONS)
     if task_spec(task).loglik:
-        return _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index)
-    return _score_generated_items(model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index)
+        return _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, prompt_bos)
+    return _score_generated_items(
+        model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, gsm8k_extraction, prompt_bos
+    )
 
 
-def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index) -> list[dict]:
+def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos) -> list[dict]:
     """Every choice of every item in one batched `continuation_logliks` call; each prompt encoded once."""
     metric = TASKS[task].metrics[0]
     per_item = [choice_requests(task, row) for row in items]
@@ -487,7 +591,7 @@ def _score_loglik_items(model, tokenizer, options, task, items, batch_size, firs
     for pairs in per_item:
         for message, continuation in pairs:
             if message not in prompt_ids:
-                prompt_ids[message] = chat_prompt_ids(tokenizer, message, options)
+                prompt_ids[message] = chat_prompt_ids(tokenizer, message, options, bos=bos)
             requests.append((prompt_ids[message], tokenizer(continuation, add_special_tokens=False)["input_ids"]))
     logliks = continuation_logliks(model, tokenizer, requests, batch_size)
     records, at = [], 0
@@ -498,11 +602,13 @@ def _score_loglik_items(model, tokenizer, options, task, items, batch_size, firs
     return records
 
 
-def _score_generated_items(model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index):
-    """Greedy GSM8K answers, scored strict and flexible."""
+def _score_generated_items(
+    model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos
+):
+    """Greedy GSM8K answers, scored strict and flexible under the answer extraction `extraction`."""
     metric = TASKS[task].metrics[0]
     prompts = [
-        chat_prompt_ids(tokenizer, _field(row, "input_formatted", first_index + k), options)
+        chat_prompt_ids(tokenizer, _field(row, "input_formatted", first_index + k), options, bos=bos)
         for k, row in enumerate(items)
     ]
     generations = greedy_generate(model, tokenizer, prompts, max_new_tokens, STOP_STRINGS, batch_size)
@@ -510,16 +616,13 @@ def _score_generated_items(model, tokenizer, options, task, items, batch_size, m
     for k, (row, (raw, finished)) in enumerate(zip(items, generations, strict=True)):
         text = strip_reasoning(raw)
         answer = _field(row, "answer", first_index + k)
-        strict, flexible = gsm8k_scores(text, answer)
-        fields = {"strict": strict, "flexible": flexible}
+        fields = gsm8k_answers(text, answer, extraction)
         records.append(
             {
                 "index": first_index + k,
                 "score": float(fields[metric]),
                 **fields,
-                "strict_answer": gsm8k_strict(text),
-                "flexible_answer": gsm8k_flexible(text),
-                "target": gsm8k_target(answer),
+                "extraction": extraction,
                 "generation": text,
                 "finished": finished,
             }
@@ -604,7 +707,17 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
     for begin in tqdm(chunks, desc=f"tinybench {job.model_key}/{job.condition} {task}", unit="chunk"):
         chunk = items[begin : begin + ITEMS_PER_CHECKPOINT]
         produce = functools.partial(
-            score_task, model, tokenizer, options, task, chunk, job.batch_size, job.max_new_tokens, begin
+            score_task,
+            model,
+            tokenizer,
+            options,
+            task,
+            chunk,
+            job.batch_size,
+            job.max_new_tokens,
+            begin,
+            gsm8k_extraction=job.protocol["gsm8k_extraction"],
+            prompt_bos=job.protocol["prompt_bos"],
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task
@@ -635,6 +748,7 @@ def run(job: TinyBenchJob) -> None:
         header = job.header("tinybench", params=job.irt_params)
         mean = float(np.mean([t["gpirt"] for t in tasks.values()]))
         write_json(Path(job.out_dir) / "summary.json", {**header, "tasks": tasks, "mean_gpirt": mean})
+    job.write_provenance(model, tokenizer, None, irt_params=job.irt_params, **job.tasks)
     finish_checkpoints(folder)
 
 

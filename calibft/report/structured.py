@@ -33,6 +33,7 @@ from matplotlib.ticker import MaxNLocator
 from calibft.checks import check_choice
 from calibft.families import family
 from calibft.grid import Prompt, prompts
+from calibft.metrics import within_families
 from calibft.report.config_tables import SYMBOLS
 from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
 from calibft.report.tables import Table, format_number
@@ -398,19 +399,25 @@ def structured_sampling_figure(
 
 
 def _panel_values(
-    metrics: Metrics, split: str, key: str, models: Sequence[str], conditions: Sequence[str]
+    metrics: Metrics, split: str, key: str, models: Sequence[str], conditions: Sequence[str], within: str = "mean"
 ) -> tuple[list[str], dict[str, np.ndarray]]:
-    """Panel titles and, per panel, models × conditions: per family for `ood`, per prompt for `unseen`.
-    Panels are the families (prompts) that some run reports, in the grid's order."""
-    level = "families" if split == "ood" else "prompts"
-    field = "family" if split == "ood" else "id"
+    """Panel titles and, per panel, models × conditions: per family for `ood` (the `within` reduction, mean or
+    median, of its prompts' finite values), per prompt for `unseen`. Panels are the families (prompts) that some
+    run reports, in the grid's order."""
     reported: dict[tuple[str, str], dict[str, float]] = {}
     for model in models:
         for condition in conditions:
             run = metrics[model].get(condition)
             if run is not None:
                 _check(run, split, "structured", f"{model}/{condition}")
-                reported[model, condition] = {entry[field]: _number(entry[key]) for entry in run[level]}
+                if split == "ood" and within == "median":
+                    rows = run["prompts"]
+                    values = [_number(entry[key]) for entry in rows]
+                    by_family = within_families(values, [entry["family"] for entry in rows], within)
+                    reported[model, condition] = {name: _number(v) for name, v in by_family.items()}
+                else:  # the family means of metrics.json, or the prompts' own values
+                    level, field = ("families", "family") if split == "ood" else ("prompts", "id")
+                    reported[model, condition] = {entry[field]: _number(entry[key]) for entry in run[level]}
     seen = {name for entries in reported.values() for name in entries}
     if split == "ood":
         order = list(dict.fromkeys(p.family for p in prompts(split)))
@@ -439,15 +446,19 @@ def per_distribution_figure(
     condition_titles: Mapping[str, str],
     conditions: Sequence[str] | None = None,
     clip: float | None = W1_CLIP,
+    w1_within_family: str = "mean",
 ):
     """appendix_{ood,unseen}_{w1,kl}_per_dist: `key` ("w1_norm" or "logit_kl") per model and condition, one
-    panel per held-out family (`ood`, family-level values) or per unseen configuration (`unseen`, prompt-level
-    values). Each panel has its own log axis; model names label the bottom row only. `clip` applies to W₁."""
+    panel per held-out family (`ood`: the mean of its configurations' values, or for W₁ their
+    `w1_within_family`, the `w1_per_distribution` switch of `calibft.protocol`) or per unseen configuration
+    (`unseen`, prompt-level values). Each panel has its own log axis; model names label the bottom row only.
+    `clip` applies to W₁."""
     check_choice("split", split, SPLITS)
     check_choice("key", key, KEY_LABELS)
     models = list(metrics)
     conditions = _conditions(metrics, conditions)
-    titles, values = _panel_values(metrics, split, key, models, conditions)
+    within = w1_within_family if key == "w1_norm" else "mean"
+    titles, values = _panel_values(metrics, split, key, models, conditions, within)
     if not titles:
         raise ValueError(f"{split}: no run reports any {key}")
     clip = clip if key == "w1_norm" else None
@@ -468,8 +479,8 @@ def per_distribution_figure(
         )
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
-            # held-out families: the mean over each family's configurations
-            ax.set_ylabel(("family-mean " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
+            # held-out families: the mean (or median) over each family's configurations
+            ax.set_ylabel((f"family-{within} " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
     handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure

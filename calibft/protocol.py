@@ -1,0 +1,211 @@
+"""Computation protocols: what produced the paper's tables, and what its text says, as named switches.
+
+The paper's tables were computed by the authors' release (chandar-lab/calibration-finetuning at commit
+a09d46dc5f6a, with transformers 4.57.6). In some places the release computes differently from what the paper
+writes. Each such place is a `Switch` with its allowed values; a protocol is one value per switch.
+
+- `release` (the default): what the release computes, so that the numbers are comparable with the tables.
+- `as_written`: what the paper states. Where the paper is silent or ambiguous, the release's choice.
+
+The config's `protocol:` section picks a preset and may override single switches. Results of a protocol
+live under `protocol_root`: `results/` for `release`, `results/protocols/{name}/` for any other, so that
+protocols never overwrite each other's results while sharing the data layer (prompts, spaces, tries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PRESETS = ("release", "as_written")
+RELEASE = "https://github.com/chandar-lab/calibration-finetuning/tree/a09d46dc5f6a87c39b85b8ec524c7904284bc2ab"
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One place where the release and the paper's text differ, and what each preset takes."""
+
+    name: str
+    values: tuple[str, ...]
+    release: str  # the `release` preset's value
+    as_written: str  # the `as_written` preset's value
+    paper: str  # what the paper says
+    release_code: str  # what the release does, and where
+    moves: str  # what it changes in the tables
+
+    def preset(self, name: str) -> str:
+        return {"release": self.release, "as_written": self.as_written}[name]
+
+
+SWITCHES = (
+    Switch(
+        "prompt_bos",
+        ("doubled", "single"),
+        release="doubled",
+        as_written="single",
+        paper="the chat-formatted prompt, tokenized (one BOS)",
+        release_code=(
+            "encodes the templated text with `add_special_tokens=True`: a second BOS where the template wrote "
+            "one (calibrate_sft/data.py, inference/hf_backend.py `_token_ids`, open_random_gen/evaluate.py)"
+        ),
+        moves="every row of Gemma-3 and Llama-3.2 (training and every evaluation)",
+    ),
+    Switch(
+        "generation_defaults",
+        ("checkpoint", "exact"),
+        release="checkpoint",
+        as_written="exact",
+        paper="temperature 1, top_p 1, no top_k; greedy decoding for the retention benchmarks",
+        release_code=(
+            "passes a copy of the checkpoint's generation config to `generate`, where transformers 4.57.6 puts "
+            "back the checkpoint's own values for every field left at the library default, when the config was "
+            "written by transformers >= 4.50 (inference/hf_backend.py `_generation_config`)"
+        ),
+        moves="Qwen3, Gemma-3 and GPT-OSS rows of every sampled evaluation; their GSM8K",
+    ),
+    Switch(
+        "logit_kl_across_families",
+        ("mean", "median"),
+        release="mean",
+        as_written="mean",
+        paper='"the corresponding ... average" of the family means',
+        release_code="mean of the family means (calibrate_sft/eval.py `_summarize_logit_rows`)",
+        moves="logit-KL columns of main_ood, main_unseen and the ablation tables",
+    ),
+    Switch(
+        "logit_kl_path_seeds",
+        ("fixed", "per_prompt"),
+        release="fixed",
+        as_written="fixed",
+        paper="4 paths per prompt from the evaluation target, fixed seeds",
+        release_code=(
+            "path k of every prompt drawn with `default_rng(seed + k)` (calibrate_sft/evaluate.py "
+            "`monte_carlo_logit_kl`, calibrate_sft/data.py `sample_training_example`)"
+        ),
+        moves="the Monte Carlo noise of every logit KL",
+    ),
+    Switch(
+        "gsm8k_extraction",
+        ("release", "lm_eval"),
+        release="release",
+        as_written="release",
+        paper="tinyGSM8k, strict and flexible extraction (not spelled out)",
+        release_code="retention/tinybenchmarks_tasks.py: its own regexes, answers compared through `Decimal`",
+        moves="GSM8K rows and the mean gp-IRT of the retention tables",
+    ),
+    Switch(
+        "noveltybench_reward_bos",
+        ("doubled", "single"),
+        release="doubled",
+        as_written="single",
+        paper="NoveltyBench's utility, scored by its reward model",
+        release_code=(
+            "renders the reward model's template, then tokenizes it with special tokens: two BOS for the "
+            "Gemma-2 reward model (noveltybench/scoring.py); the benchmark tokenizes inside the template (one)"
+        ),
+        moves="NoveltyBench utility",
+    ),
+    Switch(
+        "hard_loss_reduction",
+        ("tokens", "sequences"),
+        release="tokens",
+        as_written="sequences",
+        paper="Algorithm 2 pools the batch's completion tokens; the loss equation averages per sequence",
+        release_code="cross-entropy averaged over the batch's completion tokens (hard_label_sft/losses.py)",
+        moves="every hard-target row",
+    ),
+    Switch(
+        "numerics",
+        ("logits_dtype", "fp32"),
+        release="logits_dtype",
+        as_written="fp32",
+        paper="not stated",
+        release_code=(
+            "losses and metrics in the logits' dtype (bf16 on GPUs), soft targets cast to it "
+            "(calibrate_sft/losses.py, hard_label_sft/losses.py, open_random_gen softmax, perplexity cross-entropy)"
+        ),
+        moves="small shifts in every number computed from logits on a GPU (none on the CPU, which runs fp32)",
+    ),
+    Switch(
+        "paloma_empty_documents",
+        ("skip", "count"),
+        release="skip",
+        as_written="skip",
+        paper="not stated",
+        release_code="documents whose text is empty or blank are left out (perplexity/evaluate.py)",
+        moves="PALOMA document counts (the token-weighted figures do not change)",
+    ),
+    Switch(
+        "ssot_prompt",
+        ("release", "config"),
+        release="release",
+        as_written="config",
+        paper="the protocol in prose (appendix E.3), no verbatim instruction",
+        release_code=(
+            "its own system prompts (inference/ssot_prompts.py), the answer taken from `<answer>` case-insensitively "
+            "and trimmed (inference/ssot.py)"
+        ),
+        moves="the SSOT tables and figure",
+    ),
+    Switch(
+        "w1_per_distribution",
+        ("mean", "median"),
+        release="mean",
+        as_written="median",
+        paper='"per-distribution median normalized W1" (figure captions)',
+        release_code=(
+            "no figure code in the release; the tables average W1 within each family (the paper's text), which is "
+            "what a family's panel shows"
+        ),
+        moves="the appendix's per-distribution W1 figures",
+    ),
+)
+SWITCH = {switch.name: switch for switch in SWITCHES}
+
+
+def resolve(section: Mapping | None) -> dict[str, str]:
+    """The value of every switch: the preset's, with the section's `switches` overrides applied.
+
+    Raises ValueError naming an unknown preset, switch or value (the schema checks these too; this keeps the
+    library's callers honest).
+    """
+    section = dict(section or {})
+    preset = section.get("preset", "release")
+    if preset not in PRESETS:
+        raise ValueError(f"protocol.preset is {preset!r}; use one of {', '.join(PRESETS)}")
+    values = {switch.name: switch.preset(preset) for switch in SWITCHES}
+    for name, value in (section.get("switches") or {}).items():
+        if name not in SWITCH:
+            raise ValueError(f"protocol.switches.{name} is not a switch; known: {', '.join(SWITCH)}")
+        if value not in SWITCH[name].values:
+            raise ValueError(f"protocol.switches.{name} is {value!r}; use one of {', '.join(SWITCH[name].values)}")
+        values[name] = value
+    return values
+
+
+def protocol_name(section: Mapping | None) -> str:
+    """The preset's name, followed by `+switch=value` for each override that differs from the preset."""
+    section = dict(section or {})
+    preset = section.get("preset", "release")
+    values = resolve(section)
+    changed = [f"+{name}={values[name]}" for name in SWITCH if values[name] != SWITCH[name].preset(preset)]
+    return preset + "".join(changed)
+
+
+def protocol_root(section: Mapping | None) -> str:
+    """Where a protocol's adapters, evaluations, tables and figures go."""
+    name = protocol_name(section)
+    return "results" if name == "release" else f"results/protocols/{name}"
+
+
+def markdown_table() -> str:
+    """The README's table of switches."""
+    lines = [
+        "| switch | values | the paper | the release | `release` | `as_written` | moves |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in SWITCHES:
+        cells = [f"`{s.name}`", " / ".join(f"`{v}`" for v in s.values), s.paper, s.release_code]
+        cells += [f"`{s.release}`", f"`{s.as_written}`", s.moves]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

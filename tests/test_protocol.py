@@ -1,0 +1,230 @@
+"""Protocols: presets and overrides, their result folders, the schema and README in step with the switches, and
+the prompt's BOS per preset in training batches and in every evaluation's prompt encoding."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from calibft.evals import mcq, noveltybench_run, open_ended, structured
+from calibft.grid import prompts
+from calibft.metrics import across_families, within_families
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
+from calibft.train import TrainJob, fixed_paths
+from calibft.train import run as train
+from calibft.trie import trie_set_for_spaces
+from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silent():
+    release, as_written = resolve({"preset": "release"}), resolve({"preset": "as_written"})
+    assert resolve(None) == release
+    assert release["prompt_bos"] == "doubled" and as_written["prompt_bos"] == "single"
+    assert release["generation_defaults"] == "checkpoint" and as_written["generation_defaults"] == "exact"
+    for name in ("logit_kl_across_families", "gsm8k_extraction", "logit_kl_path_seeds", "paloma_empty_documents"):
+        assert release[name] == as_written[name], name
+
+
+def test_an_override_names_its_own_results_folder():
+    assert protocol_name(None) == "release" and protocol_root(None) == "results"
+    assert protocol_root({"preset": "as_written"}) == "results/protocols/as_written"
+    section = {"preset": "release", "switches": {"prompt_bos": "single", "numerics": "logits_dtype"}}
+    assert protocol_name(section) == "release+prompt_bos=single"  # an override equal to the preset is no change
+    assert protocol_root(section) == "results/protocols/release+prompt_bos=single"
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ({"preset": "paper"}, "protocol.preset is 'paper'"),
+        ({"switches": {"bos": "single"}}, "protocol.switches.bos is not a switch"),
+        ({"switches": {"prompt_bos": "triple"}}, "use one of doubled, single"),
+    ],
+)
+def test_unknown_presets_switches_and_values_are_refused(section, message):
+    with pytest.raises(ValueError, match=message):
+        resolve(section)
+
+
+def test_the_schema_allows_exactly_the_switches_and_their_values():
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())["properties"]["protocol"]
+    assert schema["properties"]["preset"]["enum"] == list(PRESETS)
+    switches = schema["properties"]["switches"]["properties"]
+    assert {name: entry["enum"] for name, entry in switches.items()} == {s.name: list(s.values) for s in SWITCHES}
+    for switch in SWITCHES:
+        assert {switch.release, switch.as_written} <= set(switch.values), switch.name
+
+
+def test_the_readme_shows_the_table_of_switches():
+    assert markdown_table() in (REPO / "README.md").read_text()
+
+
+def test_logit_kl_aggregates_the_family_means_by_the_switch():
+    means = {"a": 1.0, "b": 2.0, "c": 6.0}
+    assert across_families(means, "mean") == 3.0 and across_families(means, "median") == 2.0
+    assert across_families({**means, "d": None}, "mean") is None
+    assert within_families([1.0, 2.0, 9.0, None, 4.0], ["x", "x", "x", "y", "y"], "median") == {"x": 2.0, "y": 4.0}
+    families = ["poisson", "chi", "weibull"]
+    chosen = [p for p in prompts("ood") if p.family in families]
+    kl = {p.id: 100.0 if p.family == families[0] else 1.0 for p in chosen}  # family means 100, 1, 1
+    records = [{"id": p.id, "value": 0.0, "valid": False} for p in chosen]
+    assert structured.score(chosen, records, kl, "mean")["aggregate"]["logit_kl"] == 34.0
+    assert structured.score(chosen, records, kl, "median")["aggregate"]["logit_kl"] == 1.0
+
+
+def test_fixed_path_seeds_draw_path_k_of_every_prompt_as_the_release_does(tiny_tokenizer):
+    chosen = prompts("unseen")[:3]
+    spaces = SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 2, 50))
+    tries = trie_set_for_spaces(tiny_tokenizer, spaces)
+    paths = fixed_paths(tries, 4, 11, "fixed")
+    for i in range(len(chosen)):  # sample_training_example: default_rng(seed + k).choice(values, p=probabilities)
+        probs = spaces.probs[spaces.offsets[i] : spaces.offsets[i + 1]]
+        expected = [int(np.random.default_rng(11 + k).choice(len(probs), p=probs)) for k in range(4)]
+        assert paths[i].tolist() == expected
+    per_prompt = fixed_paths(tries, 4, 11, "per_prompt")
+    assert per_prompt.shape == (3, 4) and per_prompt.tolist() != paths.tolist()
+    with pytest.raises(ValueError, match="seeds must be one of"):
+        fixed_paths(tries, 4, 11, "random")
+
+
+# ---- the prompt's BOS, per preset, where a model meets it ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bos_model(tmp_path_factory) -> Path:
+    """A tiny random model with a tokenizer whose chat template writes BOS and which adds one (Gemma-3's way)."""
+    folder = tmp_path_factory.mktemp("bos") / "model"
+    specials = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+    tokenizer = byte_level_tokenizer(specials, "<bos>", "<eos>", GEMMA3_TEMPLATE, adds_bos=True)
+    tokenizer.pad_token = "<pad>"
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def prompt_rows(monkeypatch):
+    """The first row of every multi-token forward pass (prompt prefills, training batches), without padding."""
+    seen = []
+    forward = LlamaForCausalLM.forward
+
+    def spy(self, input_ids=None, attention_mask=None, **kwargs):
+        if input_ids is not None and input_ids.shape[1] > 1:  # training batches pad prompts on the left
+            row = input_ids[0] if attention_mask is None else input_ids[0][attention_mask[0].bool()]
+            seen.append(row.tolist())
+        return forward(self, input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    monkeypatch.setattr(LlamaForCausalLM, "forward", spy)
+    return seen
+
+
+def leading_bos(row: list[int], bos: int) -> int:
+    count = 0
+    while count < len(row) and row[count] == bos:
+        count += 1
+    return count
+
+
+def model_fields(folder: Path, out: Path, preset: str) -> dict:
+    return {
+        "model": str(folder), "model_key": "bos", "tokenizer": str(folder), "chat": {}, "condition": "base",
+        "seed": 11, "precision": "fp32", "out_dir": str(out), "protocol": resolve({"preset": preset}),
+        "sampling": {"samples_per_prompt": 1, "max_new_tokens": 1, "batch_size": 1},
+    }  # fmt: skip
+
+
+def run_structured(folder, out, preset):
+    fields = model_fields(folder, out, preset)
+    structured.run(structured.StructuredJob(**fields, evaluation="ssot", split="ood", system="Draw."))
+
+
+def run_open_ended(folder, out, preset):
+    (out / "prompts.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "prompts.json").write_text(json.dumps(["Name a random city. Output ONLY the answer."]))
+    open_ended.run(open_ended.OpenEndedJob(**model_fields(folder, out, preset), prompts_file=str(out / "prompts.json")))
+
+
+def run_mcq(folder, out, preset):
+    mcq.run(mcq.MCQJob(**model_fields(folder, out, preset)))
+
+
+def run_noveltybench(folder, out, preset):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "prompts.jsonl").write_text(json.dumps({"id": "p0", "prompt": "Tell me a joke."}) + "\n")
+    job = noveltybench_run.GenerationJob(
+        **model_fields(folder, out, preset), split="curated", prompts_file=str(out / "prompts.jsonl")
+    )
+    noveltybench_run.generate(job)
+
+
+def run_training(folder, out, preset):
+    from calibft.models import load_tokenizer
+
+    tokenizer = load_tokenizer(folder)
+    train_prompts, unseen = prompts("train")[:4], prompts("unseen")[:2]
+    SpaceSet.from_spaces([p.id for p in train_prompts], spaces_for_prompts(train_prompts, 1, 8)).save(out / "t.npz")
+    spaces = SpaceSet.from_spaces([p.id for p in unseen], spaces_for_prompts(unseen, 1, 8))
+    trie_set_for_spaces(tokenizer, spaces).save(out / "probe.npz")
+    lora = {"r": 2, "alpha": 4, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    training = {
+        "lora": lora, "learning_rate": 1e-3, "weight_decay": 0.0, "warmup_fraction": 0.0, "per_device_batch_size": 2,
+        "gradient_accumulation": 1, "max_seq_len": 256, "precision": "fp32", "distributed": "ddp",
+        "checkpoint_every": 10, "kl_probe_paths": 1,
+    }  # fmt: skip
+    recipe = {"objective": "hard", "space": "t", "epochs": 1, "samples_per_prompt": 1, "max_steps": 1}
+    fields = model_fields(folder, out, preset)
+    job = TrainJob(
+        model=str(folder), tokenizer=str(folder), chat={}, recipe=recipe, training=training, seed=11,
+        train_data=str(out / "t.npz"), probe_tries=str(out / "probe.npz"), out_dir=str(out / "adapter"),
+        checkpoint_dir=str(out / "ckpt"), protocol=fields["protocol"],
+    )  # fmt: skip
+    train(job)
+
+
+WHERE = {
+    "training": run_training,
+    "structured": run_structured,
+    "open_ended": run_open_ended,
+    "mcq": run_mcq,
+    "noveltybench": run_noveltybench,
+}
+
+
+@pytest.mark.parametrize("where", list(WHERE))
+@pytest.mark.parametrize("preset, expected", [("release", 2), ("as_written", 1)])
+def test_prompts_carry_two_bos_under_release_and_one_as_written(
+    bos_model, tmp_path, prompt_rows, where, preset, expected
+):
+    out = tmp_path / where
+    out.mkdir()
+    WHERE[where](bos_model, out, preset)
+    bos = json.loads((bos_model / "config.json").read_text())["bos_token_id"]
+    assert prompt_rows, "no prompt reached the model"
+    assert {leading_bos(row, bos) for row in prompt_rows} == {expected}
+
+
+def test_every_switch_is_described():
+    for switch in SWITCHES:
+        assert switch.paper and switch.release_code and switch.moves, switch.name
+    assert set(SWITCH) == set(resolve(None)) == set(asdict(TrainJob(**_minimal_train_job())).get("protocol"))
+
+
+def _minimal_train_job() -> dict:
+    return dict(
+        model="m", tokenizer="t", chat={}, recipe={}, training={}, seed=0, train_data="d", probe_tries="p",
+        out_dir="o", checkpoint_dir="c",
+    )  # fmt: skip
