@@ -67,7 +67,13 @@ def finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-ACROSS_FAMILIES = {"mean": np.mean, "median": np.median}
+REDUCTIONS = {"mean": np.mean, "median": np.median}
+
+
+def _reduction(how: str):
+    if how not in REDUCTIONS:
+        raise ValueError(f"how must be one of {', '.join(REDUCTIONS)}, got {how!r}")
+    return REDUCTIONS[how]
 
 
 def family_means(values: Sequence[float | None], families: Sequence[str]) -> dict[str, float | None]:
@@ -78,15 +84,14 @@ def family_means(values: Sequence[float | None], families: Sequence[str]) -> dic
 def within_families(values: Sequence[float | None], families: Sequence[str], how: str) -> dict[str, float | None]:
     """Per family (in order of first appearance), the mean or median (`how`) of its finite values; None when it
     has none."""
-    if how not in ACROSS_FAMILIES:
-        raise ValueError(f"how must be one of {', '.join(ACROSS_FAMILIES)}, got {how!r}")
+    reduce = _reduction(how)
     values = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     families = np.asarray(families)
     reduced = {}
     for name in dict.fromkeys(families.tolist()):
         own = values[(families == name) & np.isfinite(values)]
         with np.errstate(over="ignore"):
-            reduced[name] = finite_or_none(ACROSS_FAMILIES[how](own)) if len(own) else None
+            reduced[name] = finite_or_none(reduce(own)) if len(own) else None
     return reduced
 
 
@@ -97,8 +102,7 @@ def family_median(means: Mapping[str, float | None]) -> float | None:
 
 def across_families(means: Mapping[str, float | None], how: str) -> float | None:
     """The mean or the median (`how`) across families of their means; None when a family has no finite estimate."""
-    if how not in ACROSS_FAMILIES:
-        raise ValueError(f"how must be one of {', '.join(ACROSS_FAMILIES)}, got {how!r}")
+    reduce = _reduction(how)
     if not means or any(v is None or not math.isfinite(v) for v in means.values()):
         return None
-    return float(ACROSS_FAMILIES[how](list(means.values())))
+    return float(reduce(list(means.values())))

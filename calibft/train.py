@@ -40,7 +40,7 @@ from calibft.objectives import (
 )
 from calibft.output_space import SpaceSet
 from calibft.protocol import resolve
-from calibft.provenance import write_provenance
+from calibft.provenance import package_versions, write_provenance
 from calibft.trie import TrieSet, tokenize_values
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -319,23 +319,11 @@ def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_b
             "wall_time_s": time.time() - started,
             "unseen_soft_kl_before": kl_before,
             "unseen_soft_kl_after": kl_after,
-            "versions": _versions(),
+            "versions": package_versions(),
         },
     )
     inputs = {"train_data": job.train_data, "probe_tries": job.probe_tries}
     write_provenance(out, job, inputs=inputs, seeds={"seed": job.seed})
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in ("calibft", "torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "scipy"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
 
 
 def main(argv: list[str] | None = None) -> None:

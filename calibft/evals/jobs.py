@@ -68,11 +68,10 @@ class ModelJob:
         """The sampling settings of the engine: the configured ones, or those the generation defaults put in
         force (for example temperature 0.6 and top_p 0.95 for Qwen3 under the release's protocol)."""
         sampling = dict(self.sampling)
-        do_sample, temperature, top_p, top_k = engine_settings(self.generation())
+        generation = self.generation()
+        do_sample, temperature, top_p, top_k = engine_settings(generation)
         if not do_sample or top_k is not None:
-            raise ValueError(
-                f"{self.model}: the generation settings in force are not plain sampling: {self.generation()}"
-            )
+            raise ValueError(f"{self.model}: the generation settings in force are not plain sampling: {generation}")
         sampling.update(temperature=temperature, top_p=top_p)
         return SamplingSettings(num_samples=sampling.pop("samples_per_prompt"), **sampling)
 
