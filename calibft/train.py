@@ -63,6 +63,20 @@ class TrainJob:
     protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
 
 
+def loss_logits(model, batch, numerics: str) -> torch.Tensor:
+    """The completion steps' logits as the losses take them (`completion_logits`).
+
+    Under `numerics: logits_dtype` they are cast to the dtype of the model's weights: the release trains a pure
+    bf16 model, whose logits are bf16, while Accelerate's bf16 mixed precision hands back float32 copies of bf16
+    values. The cast is exact, so the loss is the release's bf16 computation. On the CPU (float32) it changes
+    nothing.
+    """
+    logits = completion_logits(model, batch)
+    if numerics == "logits_dtype":
+        return logits.to(next(model.parameters()).dtype)
+    return logits
+
+
 def soft_path_kl(
     model, tries: TrieSet, items, values, prompt_ids, pad_id, temperature=1.0, max_len=None, numerics="fp32"
 ):
@@ -73,7 +87,7 @@ def soft_path_kl(
     device = next(model.parameters()).device
     batch = batch.to(device)
     kl = soft_target_kl(
-        completion_logits(model, batch),
+        loss_logits(model, batch, numerics),
         batch.step_example,
         torch.as_tensor(targets.child_step, device=device),
         torch.as_tensor(targets.child_token, device=device),
@@ -112,7 +126,7 @@ def hard_batch_loss(
     completions = tokenize_values(tokenizer, strings)
     batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
     batch = batch.to(next(model.parameters()).device)
-    logits, example = completion_logits(model, batch), batch.step_example
+    logits, example = loss_logits(model, batch, numerics), batch.step_example
     loss = completion_cross_entropy(logits, batch.step_target, example, reduction=reduction, numerics=numerics)
     return loss, batch.num_tokens
 

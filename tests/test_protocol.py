@@ -11,7 +11,7 @@ import torch
 import yaml
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from calibft.evals import mcq, noveltybench_run, open_ended, structured
+from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
 from calibft.grid import prompts
 from calibft.metrics import across_families, within_families
 from calibft.output_space import SpaceSet, spaces_for_prompts
@@ -195,12 +195,25 @@ def run_training(folder, out, preset):
     train(job)
 
 
+def run_tinybench(folder, out, preset):
+    """One log-likelihood task and GSM8K (generated), so that both ways a tiny benchmark meets a prompt run."""
+    mmlu = {"question": "2 + 3?", "choices": ["4", "5", "6", "7"], "answer": 1, "input_formatted": "2 + 3?\nAnswer:"}
+    gsm8k = {"question": "1 + 1?", "answer": "#### 2", "input_formatted": "Question: 1 + 1?\nAnswer:"}
+    tasks = {}
+    for task, row in (("mmlu", mmlu), ("gsm8k", gsm8k)):
+        (out / f"{task}.jsonl").write_text(json.dumps(row) + "\n")
+        tasks[task] = str(out / f"{task}.jsonl")
+    fields = model_fields(folder, out, preset) | {"sampling": {}}
+    tinybench.run(tinybench.TinyBenchJob(**fields, tasks=tasks, max_new_tokens=2))
+
+
 WHERE = {
     "training": run_training,
     "structured": run_structured,
     "open_ended": run_open_ended,
     "mcq": run_mcq,
     "noveltybench": run_noveltybench,
+    "tinybench": run_tinybench,
 }
 
 

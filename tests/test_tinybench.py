@@ -1,5 +1,6 @@
 import json
 import math
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -13,12 +14,13 @@ from calibft.evals.tinybench import (
     GPIRT_ROWS,
     STOP_STRINGS,
     TASKS,
+    Decoding,
     TinyBenchJob,
     argmax_accuracy,
     choice_requests,
     continuation_logliks,
     cut_generation,
-    greedy_generate,
+    generate_answers,
     gsm8k_answers,
     gsm8k_flexible,
     gsm8k_release_flexible,
@@ -44,6 +46,13 @@ from calibft.io import read_jsonl, write_jsonl
 from calibft.models import load_model, load_tokenizer
 from calibft.protocol import resolve
 
+# What transformers 4.57.6 ran for the release's requests (tests/fixtures/generation_defaults/make_fixture.py).
+GENERATION_DEFAULTS = {
+    case["name"]: case
+    for case in json.loads(
+        (Path(__file__).parent / "fixtures" / "generation_defaults" / "transformers_4_57_6.json").read_text()
+    )["cases"]
+}
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 OPTIONS = ChatOptions.from_config(CHAT)
 
@@ -437,7 +446,7 @@ def _greedy_reference(model, tokenizer, prompt_ids, max_new_tokens):
 def test_greedy_generate_matches_one_prompt_at_a_time(tiny, batch_size):
     tokenizer, model = tiny
     prompts = [chat_prompt_ids(tokenizer, p, OPTIONS) for p in GEN_PROMPTS]
-    got = greedy_generate(model, tokenizer, prompts, max_new_tokens=12, stop_strings=(), batch_size=batch_size)
+    got = generate_answers(model, tokenizer, prompts, max_new_tokens=12, stop_strings=(), batch_size=batch_size)
     for prompt, (text, finished) in zip(prompts, got, strict=True):
         ids, done = _greedy_reference(model, tokenizer, prompt, 12)
         assert text == tokenizer.decode(ids, skip_special_tokens=False)
@@ -448,17 +457,83 @@ def test_greedy_generate_matches_one_prompt_at_a_time(tiny, batch_size):
 def test_greedy_generate_stops_at_strings_and_length(tiny):
     tokenizer, model = tiny
     prompts = [chat_prompt_ids(tokenizer, p, OPTIONS) for p in GEN_PROMPTS]
-    free = greedy_generate(model, tokenizer, prompts, max_new_tokens=12, stop_strings=())
+    free = generate_answers(model, tokenizer, prompts, max_new_tokens=12, stop_strings=())
     text = next(t for t, _ in free if len(t) >= 2)  # an answer of several characters, cut at its second one
     stop = text[1]
-    cut = greedy_generate(model, tokenizer, prompts, max_new_tokens=12, stop_strings=(stop,))
+    cut = generate_answers(model, tokenizer, prompts, max_new_tokens=12, stop_strings=(stop,))
     for (full, _), (short, finished) in zip(free, cut, strict=True):
         assert short == full.split(stop)[0]
         assert finished or stop not in full
-    one = greedy_generate(model, tokenizer, prompts, max_new_tokens=1, stop_strings=())
+    one = generate_answers(model, tokenizer, prompts, max_new_tokens=1, stop_strings=())
     for (full, _), (short, finished) in zip(free, one, strict=True):
         assert full.startswith(short) and len(tokenizer(short, add_special_tokens=False)["input_ids"]) <= 1
         assert finished == (short == "")  # one token: either the stop token or an unfinished answer
+
+
+def test_sampled_answers_are_seeded_and_take_no_warper_from_the_model(tiny, monkeypatch):
+    tokenizer, model = tiny
+    prompts = [chat_prompt_ids(tokenizer, p, OPTIONS) for p in GEN_PROMPTS]
+    # were the model's own warpers applied, sampling would be greedy (top_k 1) or nearly so (temperature 1e-3)
+    monkeypatch.setattr(model.generation_config, "top_k", 1)
+    monkeypatch.setattr(model.generation_config, "temperature", 1e-3)
+    greedy = generate_answers(model, tokenizer, prompts, max_new_tokens=12, stop_strings=(), batch_size=2)
+
+    def sampled(**settings):
+        return generate_answers(
+            model, tokenizer, prompts, max_new_tokens=12, stop_strings=(), batch_size=2,
+            decoding=Decoding(do_sample=True, **settings),
+        )  # fmt: skip
+
+    state = torch.get_rng_state()
+    first = sampled(seed=3)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's RNG is left as it was
+    assert sampled(seed=3) == first
+    assert first != greedy and sampled(seed=4) != first
+    assert sampled(seed=3, top_k=1) == greedy  # top-k 1 sampling is greedy decoding: top_k reaches generate
+
+
+GREEDY_CASES = sorted(name for name in GENERATION_DEFAULTS if name.endswith("/greedy"))
+
+
+@pytest.mark.parametrize("name", GREEDY_CASES)
+@pytest.mark.parametrize("preset", ["release", "as_written"])
+def test_gsm8k_decoding_is_what_transformers_4_57_6_made_of_the_releases_greedy_request(tmp_path, name, preset):
+    """The fixture of tests/test_generation_defaults.py: what `generate` ran for the release's greedy request."""
+    case = GENERATION_DEFAULTS[name]
+    if case["checkpoint"] is not None:
+        (tmp_path / "generation_config.json").write_text(json.dumps(case["checkpoint"]))
+    job = _job(tmp_path, tmp_path, ["gsm8k"], "out", protocol=resolve({"preset": preset}))
+    decoding = job.gsm8k_decoding(0)
+    prepared = case["prepared"] if preset == "release" else {"do_sample": False}
+    assert decoding.do_sample is prepared["do_sample"]
+    if decoding.do_sample:
+        warpers = {p["class"]: p["params"] for p in case["processors"]}
+        assert decoding.temperature == warpers.get("TemperatureLogitsWarper", {}).get("temperature", 1.0)
+        assert decoding.top_p == warpers.get("TopPLogitsWarper", {}).get("top_p", 1.0)
+        assert decoding.top_k == warpers.get("TopKLogitsWarper", {}).get("top_k")
+    assert job.gsm8k_decoding(0) == decoding and job.gsm8k_decoding(25).seed != decoding.seed
+
+
+def test_a_job_samples_gsm8k_where_the_checkpoint_makes_greedy_sampling(tmp_path, briefly_trained_model):
+    model = tmp_path / "model"
+    shutil.copytree(briefly_trained_model, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    qwen3 = GENERATION_DEFAULTS["qwen3/greedy"]["checkpoint"]
+    config.update({key: qwen3[key] for key in ("do_sample", "temperature", "top_k", "top_p", "transformers_version")})
+    (model / "generation_config.json").write_text(json.dumps(config))
+    write_jsonl(tmp_path / "gsm8k.jsonl", ROWS["gsm8k"])
+    answers = {}
+    for preset in ("release", "as_written"):
+        job = _job(tmp_path, model, ["gsm8k"], preset, protocol=resolve({"preset": preset}), max_new_tokens=24)
+        tinybench.run(job)
+        provenance = json.loads((tmp_path / preset / "provenance.json").read_text())
+        assert provenance["generation"]["mode"] == {"release": "sample", "as_written": "greedy_search"}[preset]
+        answers[preset] = [r["generation"] for r in read_jsonl(tmp_path / preset / "gsm8k" / "items.jsonl")]
+    tokenizer, loaded = load_tokenizer(model), load_model(model, "fp32", "cpu").eval()
+    prompts = [chat_prompt_ids(tokenizer, row["input_formatted"], OPTIONS) for row in ROWS["gsm8k"]]
+    greedy = generate_answers(loaded, tokenizer, prompts, 24, STOP_STRINGS, 3)
+    assert answers["as_written"] == [strip_reasoning(text) for text, _ in greedy]
+    assert answers["release"] != answers["as_written"]
 
 
 def test_cut_generation(tiny):

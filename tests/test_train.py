@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from accelerate.utils import convert_outputs_to_fp32
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
@@ -217,6 +218,33 @@ def test_the_hard_loss_pools_tokens_or_averages_sequences(workdir):
     assert losses["tokens"] == pytest.approx(token_ce.mean().item(), rel=1e-5)
     assert losses["sequences"] == pytest.approx(np.mean(per_sequence), rel=1e-5)
     assert abs(losses["tokens"] - losses["sequences"]) > 1e-4
+
+
+@pytest.mark.parametrize("objective", ["soft", "hard"])
+def test_logits_dtype_losses_behind_mixed_precision_are_the_pure_bf16_models(workdir, objective):
+    """Accelerate's bf16 mixed precision returns float32 logits; under `numerics: logits_dtype` the losses still
+    compute in bf16, bit for bit as on the release's pure bf16 model, and under `fp32` in float32."""
+    tokenizer = load_tokenizer(workdir / "tiny")
+    pure = AutoModelForCausalLM.from_pretrained(workdir / "tiny", dtype=torch.bfloat16)
+    mixed = AutoModelForCausalLM.from_pretrained(workdir / "tiny", dtype=torch.bfloat16)
+    mixed.forward = convert_outputs_to_fp32(mixed.forward)  # what Accelerator.prepare wraps the forward in
+    soft = objective == "soft"
+    data = TrieSet.load(workdir / "train_tries.npz") if soft else SpaceSet.load(workdir / "train_spaces.npz")
+    items = np.arange(6)
+    chosen = select(prompts("train"), list(data.ids[:6]))
+    ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
+
+    def loss(model, numerics):
+        rng, pad = np.random.default_rng(5), tokenizer.pad_token_id
+        with torch.no_grad():
+            if soft:
+                return soft_batch_loss(model, data, items, ids, pad, rng, numerics=numerics)[0]
+            return hard_batch_loss(model, data, items, ids, pad, rng, tokenizer, numerics=numerics)[0]
+
+    released = loss(pure, "logits_dtype")
+    assert released.dtype == torch.bfloat16
+    assert torch.equal(loss(mixed, "logits_dtype"), released)
+    assert loss(mixed, "fp32").dtype == torch.float32
 
 
 @pytest.mark.parametrize("objective", ["soft", "hard"])

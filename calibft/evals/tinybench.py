@@ -16,7 +16,8 @@ exports to a JSON-lines file, one row per line in the dataset's own schema:
 
 Every prompt is the row's `input_formatted` text as the user message of the model's chat template
 (`calibft.chat.chat_prompt_ids` with the model's `ChatOptions`, so the assistant turn has begun and any
-assistant prefix is in place). Decoding is greedy throughout; no sampling, no seed.
+assistant prefix is in place). The log-likelihood tasks involve no decoding; GSM8K asks for greedy decoding
+(see below for what the release's protocol makes of it).
 
 Log-likelihood tasks (`continuation_logliks`): the log-probability of a continuation (encoded alone, without
 special tokens) after the context ids: the sum of the float32 log-softmax of the logits at the continuation
@@ -43,10 +44,14 @@ batch size changes no value beyond the arithmetic of the forward pass.
   own convention (its `append_context` drops the last "\\n\\n"-separated block). A row whose text before the
   blank is not in `input_formatted` is refused rather than scored on a guessed prompt.
 
-GSM8K: greedy decoding (`greedy_generate`, batched with `model.generate(do_sample=False)`, left padded), at
-most 256 new tokens, stopped by the model's stop tokens (`calibft.generation.stop_token_ids`) or the first
-of the stop strings "Question:", "</s>", "<|im_end|>" in the decoded text; the text is cut before the stop
-string and cleaned of reasoning (`calibft.chat.strip_reasoning`, which also strips surrounding whitespace).
+GSM8K: greedy decoding (`generate_answers`, batched with `model.generate`, left padded), at most 256 new
+tokens, stopped by the model's stop tokens (`calibft.generation.stop_token_ids`) or the first of the stop
+strings "Question:", "</s>", "<|im_end|>" in the decoded text; the text is cut before the stop string and
+cleaned of reasoning (`calibft.chat.strip_reasoning`, which also strips surrounding whitespace). Under the
+protocol switch `generation_defaults: checkpoint` (the release's), the greedy request becomes what
+transformers 4.57.6 makes of the release's: sampling wherever the checkpoint's generation config sets
+`do_sample` (Qwen3, Gemma-3, GPT-OSS; at temperature 1 with no top-p or top-k, since the release sets those to
+None), each batch of prompts seeded from the job's seed (`TinyBenchJob.gsm8k_decoding`, `Decoding`).
 Answers are extracted by the protocol switch `gsm8k_extraction` (`job.protocol`; `gsm8k_answers`), "release" as
 the authors' release (retention/tinybenchmarks_tasks.py, the paper's numbers), "lm_eval" as the harness.
 Release:
@@ -123,7 +128,8 @@ from calibft import gpirt
 from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.checks import check_choice
 from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.generation import inference, input_device, stop_token_ids
+from calibft.generation import inference, input_device, seed_for, stop_token_ids
+from calibft.generation_defaults import engine_settings
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.models import padding_id
 
@@ -508,19 +514,51 @@ def cut_generation(tokenizer, ids: Sequence[int], stop_ids: Sequence[int], stop_
     return text, end is not None or bool(hits)
 
 
-def greedy_generate(
+@dataclass(frozen=True)
+class Decoding:
+    """How GSM8K answers are decoded: greedy, or (`do_sample`) sampled with these warpers, each batch of prompts
+    from its own seed derived from `seed`. `top_k` None means no top-k filtering."""
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    seed: int = 0
+
+    @classmethod
+    def from_generation(cls, generation: Mapping[str, Any], seed: int) -> Decoding:
+        """The decoding of generation settings in force (`ModelJob.generation`, `engine_settings`)."""
+        do_sample, temperature, top_p, top_k = engine_settings(generation)
+        return cls(do_sample, temperature, top_p, top_k, seed)
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The arguments of `model.generate` that fix the decoding, every warper given explicitly so that none
+        comes from the model's own generation config."""
+        if not self.do_sample:
+            return {"do_sample": False}
+        top_k = 0 if self.top_k is None else self.top_k
+        return {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": top_k}
+
+
+GREEDY = Decoding()
+
+
+def generate_answers(
     model,
     tokenizer,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int = MAX_NEW_TOKENS,
     stop_strings: Sequence[str] = STOP_STRINGS,
     batch_size: int = BATCH_SIZE,
+    decoding: Decoding = GREEDY,
 ) -> list[tuple[str, bool]]:
-    """(text, finished) of the greedy continuation of each prompt (token ids), as `cut_generation` cuts it.
+    """(text, finished) of the continuation of each prompt (token ids), as `cut_generation` cuts it.
 
-    `model.generate(do_sample=False)`, `batch_size` prompts at a time (longest first), left padded with an
-    attention mask; generation stops at the model's stop tokens (`stop_token_ids`), at `max_new_tokens`, or
+    `model.generate` with `decoding`'s settings, `batch_size` prompts at a time (longest first), left padded with
+    an attention mask; generation stops at the model's stop tokens (`stop_token_ids`), at `max_new_tokens`, or
     once a stop string appears in the decoded text. No repetition penalty (set to 1 against a model default).
+    When sampling, batch b draws from the global RNG seeded with `seed_for(decoding.seed, b)` (as the release
+    seeds each batch), inside `torch.random.fork_rng` so that the caller's RNG state is left as it was.
     """
     from transformers import StoppingCriteriaList
 
@@ -530,8 +568,8 @@ def greedy_generate(
     device, pad = input_device(model), padding_id(tokenizer)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     out: list[tuple[str, bool]] = [("", False)] * len(prompts)
-    with inference(model):
-        for begin in range(0, len(order), batch_size):
+    with inference(model), torch.random.fork_rng(enabled=decoding.do_sample):
+        for number, begin in enumerate(range(0, len(order), batch_size)):
             batch = order[begin : begin + batch_size]
             width = max(len(prompts[i]) for i in batch)
             input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -539,10 +577,12 @@ def greedy_generate(
             for r, i in enumerate(batch):
                 n = len(prompts[i])
                 input_ids[r, width - n :], mask[r, width - n :] = torch.tensor(list(prompts[i])), 1
+            if decoding.do_sample:
+                torch.manual_seed(seed_for(decoding.seed, number))
             generated = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=mask.to(device),
-                do_sample=False,
+                **decoding.generate_kwargs(),
                 num_beams=1,
                 repetition_penalty=1.0,
                 max_new_tokens=max_new_tokens,
@@ -569,17 +609,19 @@ def score_task(
     *,
     gsm8k_extraction: str,
     prompt_bos: str = "single",
+    decoding: Decoding = GREEDY,
 ) -> list[dict]:
     """One record per item, in the given order: index (first_index + position), score, the task's metric
     fields and what they came from (log-likelihoods, or the generation and its answers). GSM8K answers are
-    extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`); prompts are encoded with
-    `prompt_bos` (`calibft.chat.encode_prompt`)."""
+    extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`) from answers decoded by
+    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.chat.encode_prompt`)."""
     check_choice("GSM8K extraction", gsm8k_extraction, GSM8K_EXTRACTIONS)
     if task_spec(task).loglik:
         return _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, prompt_bos)
     return _score_generated_items(
-        model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, gsm8k_extraction, prompt_bos
-    )
+        model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, gsm8k_extraction, prompt_bos,
+        decoding,
+    )  # fmt: skip
 
 
 def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos) -> list[dict]:
@@ -603,15 +645,15 @@ def _score_loglik_items(model, tokenizer, options, task, items, batch_size, firs
 
 
 def _score_generated_items(
-    model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos
+    model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos, decoding
 ):
-    """Greedy GSM8K answers, scored strict and flexible under the answer extraction `extraction`."""
+    """GSM8K answers decoded by `decoding`, scored strict and flexible under the answer extraction `extraction`."""
     metric = TASKS[task].metrics[0]
     prompts = [
         chat_prompt_ids(tokenizer, _field(row, "input_formatted", first_index + k), options, bos=bos)
         for k, row in enumerate(items)
     ]
-    generations = greedy_generate(model, tokenizer, prompts, max_new_tokens, STOP_STRINGS, batch_size)
+    generations = generate_answers(model, tokenizer, prompts, max_new_tokens, STOP_STRINGS, batch_size, decoding)
     records = []
     for k, (row, (raw, finished)) in enumerate(zip(items, generations, strict=True)):
         text = strip_reasoning(raw)
@@ -674,7 +716,9 @@ class TinyBenchJob(ModelJob):
     model and condition, so that the model is loaded once.
 
     A `ModelJob`, so that the model under test, its condition and adapter are resolved as for every other
-    evaluation; decoding is greedy, so `sampling` must stay empty and `seed` only identifies the run.
+    evaluation. GSM8K asks for greedy decoding, so `sampling` must stay empty; the decoding in force is
+    `gsm8k_decoding` (under the switch `generation_defaults: checkpoint`, sampling where the checkpoint's
+    generation config says so), seeded from `seed` when it samples.
     """
 
     tasks: dict[str, str]  # task (a key of TASKS) -> its dataset split as JSON lines, one row per line
@@ -694,6 +738,13 @@ class TinyBenchJob(ModelJob):
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    def gsm8k_decoding(self, first_index: int) -> Decoding:
+        """The decoding of the GSM8K items from `first_index` on (one checkpoint chunk): greedy, or what the
+        generation settings in force make of a greedy request (`ModelJob.generation(sampling=False)`), seeded
+        per chunk so that a resumed job draws the same answers."""
+        seed = self.seed_of("tinybench", f"gsm8k_{first_index}")
+        return Decoding.from_generation(self.generation(sampling=False), seed)
 
 
 def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None) -> dict:
@@ -718,6 +769,7 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
             begin,
             gsm8k_extraction=job.protocol["gsm8k_extraction"],
             prompt_bos=job.protocol["prompt_bos"],
+            decoding=GREEDY if TASKS[task].loglik else job.gsm8k_decoding(begin),
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task
@@ -748,7 +800,9 @@ def run(job: TinyBenchJob) -> None:
         header = job.header("tinybench", params=job.irt_params)
         mean = float(np.mean([t["gpirt"] for t in tasks.values()]))
         write_json(Path(job.out_dir) / "summary.json", {**header, "tasks": tasks, "mean_gpirt": mean})
-    job.write_provenance(model, tokenizer, None, irt_params=job.irt_params, **job.tasks)
+    generates = any(not TASKS[task].loglik for task in job.tasks)
+    generation = job.generation(sampling=False) if generates else None
+    job.write_provenance(model, tokenizer, generation, irt_params=job.irt_params, **job.tasks)
     finish_checkpoints(folder)
 
 
