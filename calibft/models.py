@@ -82,19 +82,51 @@ def load_for_inference(name_or_path: str | Path, precision: str = "bf16", adapte
     return model.eval()
 
 
+def _matches(name: str, targets: list[str]) -> bool:
+    """Whether peft's list form of `target_modules` picks the module `name`: the name, or its dotted suffix."""
+    return any(name == target or name.endswith(f".{target}") for target in targets)
+
+
+def _language_model_prefix(model) -> str:
+    """The qualified name of the language model's decoder stack (`model` in a causal LM, `model.language_model` in
+    Gemma-3's image-text model), found by transformers' `get_decoder`; "" (the whole model) when there is none."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    return next((name for name, module in model.named_modules() if module is decoder), "")
+
+
 def attach_lora(model, lora: dict):
     """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable.
 
+    The adapter goes on the language model alone: modules named as targets outside its decoder stack, the
+    q/k/v projections of the SigLIP vision tower of Gemma-3 4B/12B/27B (`Gemma3ForConditionalGeneration`), are
+    listed in `exclude_modules` (none in the text-only models, whose adapter config is then the release's).
+
     The adapter takes the base model's dtype (bf16 on GPUs), as in the authors' training: FSDP flattens each
     layer's parameters into one tensor of one dtype, and would refuse bf16 weights beside fp32 LoRA ones.
+
+    The model's `_no_split_modules`, which Accelerate's FSDP TRANSFORMER_BASED_WRAP (launch/fsdp.yaml) wraps
+    when no layer class is named, keeps only the classes the model has: transformers collects the names from
+    every sub-model class, and Gemma-3's lists SigLIP's attention-pooling head and text embeddings, which its
+    vision tower lacks; Accelerate stops at the first name it cannot find.
     """
     from peft import LoraConfig, get_peft_model
 
+    targets = list(lora["target_modules"])
+    prefix = _language_model_prefix(model)
+    outside = [
+        name
+        for name, _ in model.named_modules()
+        if _matches(name, targets) and prefix and not name.startswith(f"{prefix}.")
+    ]
+    present = {type(module).__name__ for module in model.modules()}
+    if getattr(model, "_no_split_modules", None):
+        model._no_split_modules = {name for name in model._no_split_modules if name in present}
     config = LoraConfig(
         r=lora["r"],
         lora_alpha=lora["alpha"],
         lora_dropout=lora["dropout"],
-        target_modules=list(lora["target_modules"]),
+        target_modules=targets,
+        exclude_modules=outside or None,
         bias="none",
         task_type="CAUSAL_LM",
     )

@@ -92,6 +92,8 @@ wildcard_constraints:
     space="|".join(config["output_spaces"]),
     tokenizer="|".join(config["tokenizers"]),
     name="|".join(config["tiny_models"]) or "(?!)",
+    packaged_model="|".join(config.get("packaged_models", [])) or "(?!)",
+    packaged_tokenizer="|".join(config.get("packaged_tokenizers", [])) or "(?!)",
     model="|".join(config["models"]),
     recipe="|".join(config["recipes"]),
     cond="|".join(CONDITIONS + ABLATION_RECIPES),

