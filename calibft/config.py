@@ -36,6 +36,7 @@ def check_config(config: dict) -> None:
     method_prompt = config["method_figure"]["prompt"]
     if method_prompt not in {p.id for p in prompts("train")}:
         raise ValueError(f"method_figure.prompt {method_prompt!r} is not a train prompt id (e.g. 'gaussian-088')")
+    hub_checkpoints(config)
     check_recipes(config)
     check_evaluation(config)
     check_ablations(config)
@@ -120,18 +121,46 @@ def check_evaluation(config: dict) -> None:
             raise ValueError(f"{where} needs a group that captures the answer, e.g. <answer>(.*?)</answer>")
 
 
+# Where the workflow keeps its snapshot of each Hugging Face checkpoint: jobs load from here, never from the hub.
+SNAPSHOTS = "resources/hf/models"
+DEFAULT_REVISION = "main"
+
+
+def snapshot_folder(hf_id: str) -> str:
+    """The snapshot of a Hugging Face repository, e.g. resources/hf/models/Qwen/Qwen3-0.6B."""
+    return f"{SNAPSHOTS}/{hf_id}"
+
+
 def tokenizer_source(config: dict, tokenizer: str) -> str:
-    """The folder or Hugging Face id a tokenizer key loads from."""
+    """The folder a tokenizer key loads from: its `path`, or the snapshot of its `hf_id`."""
     return _source(config["tokenizers"][tokenizer])
 
 
 def model_source(config: dict, model: str) -> str:
-    """The folder or Hugging Face id a model key loads from."""
+    """The folder a model key loads from: its `path`, or the snapshot of its `hf_id`."""
     return _source(config["models"][model])
 
 
 def _source(entry: dict) -> str:
-    return entry.get("path") or entry["hf_id"]
+    return entry.get("path") or snapshot_folder(entry["hf_id"])
+
+
+def hub_checkpoints(config: dict) -> dict[str, str]:
+    """{Hugging Face id: revision} of every model and tokenizer given by `hf_id`: the repositories the workflow
+    snapshots, once each (a tokenizer of a model's repository shares its snapshot). Raises ValueError when two
+    entries ask for one repository at different revisions."""
+    revisions: dict[str, str] = {}
+    for section in ("models", "tokenizers"):
+        for key, entry in config[section].items():
+            if "hf_id" not in entry:
+                continue
+            hf_id, revision = entry["hf_id"], entry.get("revision", DEFAULT_REVISION)
+            if revisions.setdefault(hf_id, revision) != revision:
+                raise ValueError(
+                    f"{section}.{key} asks for {hf_id} at revision {revision!r}, another entry at "
+                    f"{revisions[hf_id]!r}: one snapshot serves both, so give them the same revision"
+                )
+    return revisions
 
 
 def check_ablations(config: dict) -> None:

@@ -45,6 +45,20 @@ rule evaluator_snapshot:
         "../workflow_scripts/fetch_snapshot.py"
 
 
+rule checkpoint_snapshot:
+    output:
+        directory("resources/hf/models/{hf_repo}"),
+    log:
+        "logs/assets/hf_models/{hf_repo}.log",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        entry=checkpoint_entry,
+    script:
+        "../workflow_scripts/fetch_snapshot.py"
+
+
 rule tinybenchmarks_items:
     output:
         "resources/tinybenchmarks/{tb_task}.jsonl",

@@ -30,7 +30,12 @@ from calibft.assets import (  # noqa: E402
     cache_path,
 )
 from calibft.evals.tinybench import TASKS as TINYBENCH_TASKS  # noqa: E402
-from calibft.config import check_config, model_source, tokenizer_source  # noqa: E402
+from calibft.config import (  # noqa: E402
+    check_config,
+    hub_checkpoints,
+    model_source,
+    tokenizer_source,
+)
 from calibft.protocol import protocol_name, protocol_root, resolve  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
@@ -38,6 +43,9 @@ check_config(config)
 
 # The protocol (calibft.protocol): the value of every switch. Adapters, evaluations, tables and figures of a
 # protocol go under its own root (`results/` for release), logs and benchmarks likewise; the data layer is shared.
+# Every checkpoint and tokenizer given by a Hugging Face id, with its revision: each is snapshotted once under
+# resources/hf/models/ (rule checkpoint_snapshot) and every job loads it from there.
+HUB_CHECKPOINTS = hub_checkpoints(config)
 PROTOCOL = resolve(config["protocol"])
 OUT = protocol_root(config["protocol"])
 # logs/ and benchmarks/results/ of release; logs/protocols/{name}/ and so on of any other protocol
@@ -93,6 +101,7 @@ wildcard_constraints:
     tokenizer="|".join(config["tokenizers"]),
     name="|".join(config["tiny_models"]) or "(?!)",
     packaged_model="|".join(config.get("packaged_models", [])) or "(?!)",
+    hf_repo="|".join(re.escape(repo) for repo in HUB_CHECKPOINTS) or "(?!)",
     packaged_tokenizer="|".join(config.get("packaged_tokenizers", [])) or "(?!)",
     model="|".join(config["models"]),
     recipe="|".join(config["recipes"]),
@@ -147,9 +156,8 @@ def space_settings(wildcards):
 
 
 def local_tokenizer(key):
-    """A tokenizer kept in a local folder (one the workflow may build) is an input of the rules that use it."""
-    entry = config["tokenizers"][key]
-    return [entry["path"]] if "path" in entry else []
+    """The tokenizer's folder (a snapshot, or one the workflow builds) is an input of the rules that use it."""
+    return [tokenizer_source(config, key)]
 
 
 def tokenizer_files(wildcards):
@@ -227,9 +235,12 @@ def probe_tries(wildcards):
 
 
 def model_files(wildcards):
-    """A model kept in a local folder (one the workflow may build) is an input of its jobs."""
-    entry = config["models"][wildcards.model]
-    return [entry["path"]] if "path" in entry else []
+    """The model's folder (a snapshot, or one the workflow builds) is an input of its jobs."""
+    return [model_source(config, wildcards.model)]
+
+
+def checkpoint_entry(wildcards):
+    return {"hf_id": wildcards.hf_repo, "revision": HUB_CHECKPOINTS[wildcards.hf_repo]}
 
 
 def model_resource(name, section="resources"):

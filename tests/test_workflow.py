@@ -62,9 +62,11 @@ def test_paper_dry_run_on_slurm_plans_every_job():
     # runs, 12 x 3 MCQ runs,
     # NoveltyBench's 2 prompt files, 3 evaluators and 12 x 3 x 2 generation and scoring jobs, 5 TinyBenchmarks
     # datasets, its IRT file and 12 x 3 TinyBenchmarks runs, 7 PALOMA slices and 12 x 3 PALOMA runs, the tables
-    # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run)
+    # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run), and a
+    # snapshot of each of the 12 checkpoints (the four tokenizers come from four of them)
     assert counts == {
-        "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140, "ssot_eval": 24,
+        "checkpoint_snapshot": 12, "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140,
+        "ssot_eval": 24,
         "open_ended_prompts": 1, "open_ended_eval": 36, "mcq_eval": 36, "noveltybench_prompts": 2,
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
@@ -72,7 +74,7 @@ def test_paper_dry_run_on_slurm_plans_every_job():
         "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_prompts": 1, "ssot_table": 2,
         "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 3, "transfer_table": 3,
         "open_ended_figure": 2, "retention_table": 4, "retention_figure": 3, "noveltybench_qualitative_cases": 1,
-        "all": 1, "total": 605,
+        "all": 1, "total": 617,
     }  # fmt: skip
     assert "build_tiny_model" not in result.stdout
     blocks = result.stdout.split("\n\n")
@@ -306,6 +308,32 @@ def test_offline_evaluators_stop_with_the_command_that_downloads_them(tmp_path):
     assert f"{command} --local-dir {tmp_path / 'resources' / 'hf' / 'classifier'}" in log, log[-2000:]
     assert not (tmp_path / "resources" / "hf" / "classifier").exists()
     assert (tmp_path / "results" / "kept.json").read_text() == "{}"
+
+
+def test_no_gpu_job_names_a_hub_id():
+    """Every training and evaluation job loads its checkpoint and tokenizer from their snapshots."""
+    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "all")
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    hub_ids = {entry["hf_id"] for section in ("models", "tokenizers") for entry in config[section].values()}
+    gpu_rules = ("train", "structured_eval", "ssot_eval", "open_ended_eval", "mcq_eval", "noveltybench_generate",
+                 "tinybench_eval", "paloma_eval")  # fmt: skip
+    jobs = [b for b in result.stdout.split("\n\n") if any(f"\nrule {rule}:" in f"\n{b}" for rule in gpu_rules)]
+    assert len(jobs) > 400
+    for job in jobs:
+        outside_snapshots = re.sub(r"resources/hf/models/[^\s\"',]+", "", job)
+        assert not [hub_id for hub_id in hub_ids if hub_id in outside_snapshots], job[:600]
+        assert "resources/hf/models/" in job
+
+
+def test_offline_a_snapshot_job_names_the_missing_snapshot_and_how_to_fetch_it(tmp_path):
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    target = "resources/hf/models/Qwen/Qwen3-0.6B"
+    result = snakemake(target, "--cores", "1", *paper_workflow_in(tmp_path), env=env)
+    assert result.returncode != 0
+    log = (tmp_path / "logs" / "assets" / "hf_models" / "Qwen" / "Qwen3-0.6B.log").read_text()
+    assert "Qwen/Qwen3-0.6B" in log and "hf download Qwen/Qwen3-0.6B --revision main --local-dir" in log, log[-2000:]
+    assert not (tmp_path / target).exists()
 
 
 def test_without_a_token_paloma_stops_at_its_asset_rule_naming_the_terms(tmp_path):
