@@ -34,6 +34,7 @@ from transformers import (
 
 from calibft.families import FAMILIES
 from calibft.grid import prompts, render_prompt
+from calibft.packaged_tokenizers import QWEN3_CHAT_TEMPLATE
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +43,6 @@ IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
-
-# Qwen3's chat template, reduced to what the pipeline uses: plain messages, the generation prompt and
-# the empty think block that `enable_thinking=False` prefills.
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and enable_thinking is false %}"
-    "{{- '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- endif %}"
-    "{%- endif %}"
-)
 
 # Decimals of the collapsed answer to a continuous law: 5, the canonical strings' format (REFERENCE section 4),
 # so that fine-tuning changes which number the model writes, not how; with 2, the fine-tuned tiny model loses
@@ -216,7 +203,7 @@ def train_tokenizer(chats: Sequence[Chat], vocab_size: int, model_max_length: in
         tokenizer_object=tokenizer,
         eos_token=IM_END,
         pad_token=PAD_TOKEN,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=QWEN3_CHAT_TEMPLATE,  # the tiny model stands in for Qwen3
         model_max_length=model_max_length,
     )
 
