@@ -27,6 +27,10 @@ from calibft.trie import trie_set_for_spaces
 OPTIONS = ChatOptions.from_config({})
 LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 BOS = 2  # Gemma's <bos>
+# A float32 forward of 18 layers, batched and padded or alone, and with other kernels (AVX2 or AVX-512), moves
+# a summed log-probability by up to about 1.2e-5 of its value (seen under `calibft cpu --as-avx2`): the
+# comparisons with the computations by hand allow 1e-4.
+REL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +167,7 @@ def test_logit_kl_is_the_teacher_forced_kl_by_hand(gemma):
             total = sum(mass.values())
             log_p = torch.log_softmax(logits[len(ids[item]) + t - 1], -1)
             steps.append(sum(m / total * (np.log(m / total) - log_p[token].item()) for token, m in mass.items()))
-        assert kl[row].item() == pytest.approx(np.mean(steps), rel=1e-4, abs=1e-6)
+        assert kl[row].item() == pytest.approx(np.mean(steps), rel=REL, abs=1e-6)
 
 
 def test_tinybench_logliks_are_the_sums_of_token_log_probabilities(gemma):
@@ -175,7 +179,7 @@ def test_tinybench_logliks_are_the_sums_of_token_log_probabilities(gemma):
         with torch.no_grad():
             log_p = torch.log_softmax(model(torch.tensor([ctx + cont])).logits[0].double(), -1)
         expected = sum(log_p[len(ctx) - 1 + j, t].item() for j, t in enumerate(cont))
-        assert value == pytest.approx(expected, rel=1e-5)
+        assert value == pytest.approx(expected, rel=REL)
 
 
 def test_paloma_windows_give_each_token_its_window_context(gemma):
@@ -191,4 +195,4 @@ def test_paloma_windows_give_each_token_its_window_context(gemma):
         by_hand -= torch.log_softmax(logits, -1)[doc[t]].item()
     nll, tokens = document_nll(model, doc, window=8, stride=4, batch_size=3)
     assert tokens == len(doc) - 1
-    assert nll == pytest.approx(by_hand, rel=1e-5)
+    assert nll == pytest.approx(by_hand, rel=REL)
