@@ -18,9 +18,7 @@ never published.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -31,12 +29,13 @@ SOURCE_FILE = "gguf_source.json"
 def convert_gguf(
     gguf: str | Path, out_dir: str | Path, tokenizer, stop_tokens: Sequence[str] = (), *, sha256: str
 ) -> Path:
-    """Write `out_dir` (atomically: built beside it, then renamed) with the dequantized model of `gguf`, the given
+    """Write `out_dir` (atomically, `calibft.io.atomic_folder`) with the dequantized model of `gguf`, the given
     tokenizer, a generation config (the file's token ids, `stop_tokens` added to its EOS ids) and
     `gguf_source.json` (file name and `sha256`, checked against the file before anything is read)."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
+    from calibft.io import atomic_folder
     from calibft.packaged import sha256_of
 
     gguf, out_dir = Path(gguf), Path(out_dir)
@@ -61,18 +60,10 @@ def convert_gguf(
         pad_token_id=config.pad_token_id,
     )
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_folder(out_dir) as building:
         model.save_pretrained(building)
         tokenizer.save_pretrained(building)
         (building / SOURCE_FILE).write_text(json.dumps({"gguf_file": gguf.name, "sha256": sha256}, indent=1) + "\n")
-        building.chmod(0o755)  # mkdtemp makes it private
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        building.rename(out_dir)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
     return out_dir
 
 

@@ -1,4 +1,4 @@
-"""Atomic file output: every artifact is written to a temporary file next to it, then renamed."""
+"""Atomic output: every artifact is written to a temporary file (or folder) next to it, then renamed."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import gzip
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,6 +31,27 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder beside `path`; once the block succeeds, it replaces `path` (a folder already
+    there is moved aside first, then removed), so readers see the old folder or the new one, never a part."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    built = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent))
+    try:
+        yield built
+        os.chmod(built, 0o777 & ~_umask())  # mkdtemp makes the folder private; results are shared like any folder
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+        try:
+            with suppress(FileNotFoundError):  # nothing there yet
+                path.rename(old / "folder")
+            built.rename(path)
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
 
 
 def _umask() -> int:

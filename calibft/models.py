@@ -94,6 +94,16 @@ def _language_model_prefix(model) -> str:
     return next((name for name, module in model.named_modules() if module is decoder), "")
 
 
+def _keep_present_layer_classes(model) -> None:
+    """Cut the model's `_no_split_modules` to the classes it has. Accelerate's FSDP TRANSFORMER_BASED_WRAP
+    (launch/fsdp.yaml) wraps those classes when no layer class is named, and stops at the first name it cannot
+    find; transformers collects the names from every sub-model class, and Gemma-3's list SigLIP's
+    attention-pooling head and text embeddings, which its vision tower lacks."""
+    if getattr(model, "_no_split_modules", None):
+        present = {type(module).__name__ for module in model.modules()}
+        model._no_split_modules = {name for name in model._no_split_modules if name in present}
+
+
 def attach_lora(model, lora: dict):
     """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable.
 
@@ -102,12 +112,8 @@ def attach_lora(model, lora: dict):
     listed in `exclude_modules` (none in the text-only models, whose adapter config is then the release's).
 
     The adapter takes the base model's dtype (bf16 on GPUs), as in the authors' training: FSDP flattens each
-    layer's parameters into one tensor of one dtype, and would refuse bf16 weights beside fp32 LoRA ones.
-
-    The model's `_no_split_modules`, which Accelerate's FSDP TRANSFORMER_BASED_WRAP (launch/fsdp.yaml) wraps
-    when no layer class is named, keeps only the classes the model has: transformers collects the names from
-    every sub-model class, and Gemma-3's lists SigLIP's attention-pooling head and text embeddings, which its
-    vision tower lacks; Accelerate stops at the first name it cannot find.
+    layer's parameters into one tensor of one dtype, and would refuse bf16 weights beside fp32 LoRA ones. The
+    model is made ready for FSDP's layer wrapping too (`_keep_present_layer_classes`).
     """
     from peft import LoraConfig, get_peft_model
 
@@ -118,9 +124,7 @@ def attach_lora(model, lora: dict):
         for name, _ in model.named_modules()
         if _matches(name, targets) and prefix and not name.startswith(f"{prefix}.")
     ]
-    present = {type(module).__name__ for module in model.modules()}
-    if getattr(model, "_no_split_modules", None):
-        model._no_split_modules = {name for name in model._no_split_modules if name in present}
+    _keep_present_layer_classes(model)
     config = LoraConfig(
         r=lora["r"],
         lora_alpha=lora["alpha"],

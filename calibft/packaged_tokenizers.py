@@ -26,8 +26,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -36,6 +34,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from calibft.io import atomic_folder
 from calibft.packaged import cache_dir, gemma3_gguf
 
 # ---------------------------------------------------------------------------------------------- facts
@@ -570,40 +569,15 @@ def _provenance(name: str) -> dict[str, object]:
 
 
 def _write_atomically(tokenizer: PreTrainedTokenizerFast, folder: Path, name: str) -> None:
-    """`save_pretrained` into a temporary folder beside `folder`, then rename it onto `folder` (a folder already
-    there is moved aside first, then removed). Readers see the old folder or the new one, never a part."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    built = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".building", dir=folder.parent))
+    """`save_pretrained` and the marker into `folder`, atomically (`calibft.io.atomic_folder`)."""
     try:
-        tokenizer.save_pretrained(built)
-        (built / MARKER).write_text(json.dumps(_provenance(name), indent=1) + "\n")
-        os.chmod(built, 0o777 & ~_umask())  # mkdtemp makes the folder private; a cache is shared like any folder
-        _replace_folder(built, folder, name)
-    finally:
-        shutil.rmtree(built, ignore_errors=True)
-
-
-def _replace_folder(built: Path, folder: Path, name: str) -> None:
-    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
-    try:
-        try:
-            folder.rename(old / "folder")
-        except FileNotFoundError:
-            pass
-        try:
-            built.rename(folder)
-        except OSError:
-            # another process put its build there in between: keep it if it is as current as ours
-            if not is_current(folder, name):
-                raise
-    finally:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        with atomic_folder(folder) as built:
+            tokenizer.save_pretrained(built)
+            (built / MARKER).write_text(json.dumps(_provenance(name), indent=1) + "\n")
+    except OSError:
+        # another process put its build there in between: keep it if it is as current as ours
+        if not is_current(folder, name):
+            raise
 
 
 def _load(folder: Path) -> PreTrainedTokenizerFast:

@@ -14,8 +14,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from transformers import (
 
 from calibft.families import FAMILIES
 from calibft.grid import prompts, render_prompt
+from calibft.io import atomic_folder
 from calibft.packaged_tokenizers import QWEN3_CHAT_TEMPLATE
 
 logger = logging.getLogger(__name__)
@@ -338,16 +337,7 @@ def build_tiny_model(
 def save_atomically(
     out_dir: Path, tokenizer: PreTrainedTokenizerFast, model: Qwen3ForCausalLM, settings: TinyModelSettings
 ) -> None:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes it private; the model is an ordinary shared result
+    with atomic_folder(out_dir) as tmp:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
         (tmp / "tiny_model_settings.json").write_text(json.dumps(dataclasses.asdict(settings), indent=2) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

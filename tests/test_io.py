@@ -5,7 +5,7 @@ import stat
 import numpy as np
 import pytest
 
-from calibft.io import atomic_path, load_npz, read_jsonl, save_npz, write_jsonl
+from calibft.io import atomic_folder, atomic_path, load_npz, read_jsonl, save_npz, write_jsonl
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
@@ -25,6 +25,25 @@ def test_written_files_follow_the_umask_not_mkstemp(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "x.jsonl").stat().st_mode) == 0o644
+
+
+def test_an_atomic_folder_replaces_the_old_one_only_when_complete(tmp_path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError), atomic_folder(target) as building:
+        (building / "new.txt").write_text("half")
+        raise RuntimeError("interrupted")
+    assert [p.name for p in tmp_path.iterdir()] == ["model"] and (target / "old.txt").exists()
+    old = os.umask(0o022)
+    try:
+        with atomic_folder(target) as building:
+            (building / "new.txt").write_text("new")
+    finally:
+        os.umask(old)
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # nothing left beside it
+    assert [p.name for p in target.iterdir()] == ["new.txt"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755  # shared like any folder, not private as mkdtemp makes it
 
 
 def test_npz_round_trip_with_metadata(tmp_path):
