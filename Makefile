@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (each sets everything up first):
 #   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo,
 #               # then its report, results/report.html
+#   make smoke  # the whole workflow on the CPU with Gemma-3-270M, smallest budgets (profiles/smoke)
 #   make test   # the test suite
 #   make test-avx2   # the test suite as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-avx2 lint benchmark
+.PHONY: setup demo smoke test test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,10 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo
 	$(BIN)/snakemake --profile profiles/demo --report results/report.html
+
+smoke: $(STAMP)
+	$(BIN)/snakemake --profile profiles/smoke
+	$(BIN)/snakemake --profile profiles/smoke --report results/report.html
 
 test: $(STAMP)
 	$(PYTEST)

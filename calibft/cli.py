@@ -1,4 +1,5 @@
-"""`calibft`: look at the data layer without the workflow. JSON Lines on stdout, errors on stderr."""
+"""`calibft`: look at the data layer without the workflow, and at what a run asks of a cluster. JSON Lines on
+stdout, errors on stderr."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import os
 import sys
 
-from calibft import cpu, gpirt
+from calibft import cpu, gpirt, plan
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
 
@@ -34,6 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--params", required=True, help="the tinyBenchmarks.pkl parameters file")
     cmd.add_argument("--task", required=True, choices=list(gpirt.TASKS))
     cmd.add_argument("--scores", required=True, help="JSON list of the 100 item scores in dataset row order")
+    cmd = commands.add_parser(
+        "gpu-hours",
+        help="the GPU-hours that a planned run requests, per rule and in all, from `snakemake --dry-run` output",
+    )
+    cmd.add_argument(
+        "plan", nargs="?", type=argparse.FileType("r"), default=sys.stdin, help="the dry run's output (default: stdin)"
+    )
     cmd = commands.add_parser(
         "cpu", help="the SIMD kernels numpy and torch run; or run a command as on a CPU without AVX-512"
     )
@@ -91,6 +99,22 @@ def _gpirt(args: argparse.Namespace) -> None:
     _emit(gpirt.estimate(gpirt.load_params(args.params), args.task, gpirt.load_scores(args.scores)))
 
 
+def _gpu_hours(args: argparse.Namespace) -> None:
+    jobs = plan.planned_jobs(args.plan)
+    rows = plan.gpu_hours_by_rule(jobs)
+    for row in rows:
+        _emit({**row, "gpu_hours": round(row["gpu_hours"], 2)})
+    gpu_hours = sum(row["gpu_hours"] for row in rows)
+    _emit(
+        {
+            "rule": "total",
+            "jobs": len(jobs),
+            "gpu_jobs": sum(row["jobs"] for row in rows),
+            "gpu_hours": round(gpu_hours, 2),
+        }
+    )
+
+
 def _cpu(args: argparse.Namespace) -> None:
     if args.as_avx2 is None:
         _emit(cpu.kernels())
@@ -103,7 +127,15 @@ def _cpu(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        {"prompts": _prompts, "space": _space, "trie": _trie, "gpirt": _gpirt, "cpu": _cpu}[args.command](args)
+        commands = {
+            "prompts": _prompts,
+            "space": _space,
+            "trie": _trie,
+            "gpirt": _gpirt,
+            "gpu-hours": _gpu_hours,
+            "cpu": _cpu,
+        }
+        commands[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, PermissionError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"calibft: error: {message}", file=sys.stderr)

@@ -96,13 +96,6 @@ def construction_costs(
     ]
 
 
-def evenly_spaced(items: Sequence, count: int | None) -> list:
-    """`count` items spread over the sequence, first included (all of them when count is None or larger)."""
-    if count is None or count >= len(items):
-        return list(items)
-    return [items[i] for i in np.linspace(0, len(items) - 1, count).round().astype(int)]
-
-
 def write_costs(path, costs: Sequence[ConstructionCost], **metadata: Any) -> None:
     """The rows and what they were measured with (tokenizer, prompts, machine) as one JSON file."""
     write_json(path, {**metadata, "machine": machine(), "rows": [cost.to_dict() for cost in costs]})

@@ -7,7 +7,7 @@ are computed in floating point in the authors' order so that every rendered prom
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,3 +220,21 @@ def select(split_prompts: list[Prompt], ids: list[str] | None) -> list[Prompt]:
     if unknown:
         raise KeyError(f"unknown prompt id(s) {', '.join(unknown)}; ids look like {split_prompts[0].id!r}")
     return [by_id[i] for i in ids]
+
+
+def evenly_spaced(items: Sequence, count: int | None) -> list:
+    """`count` items spread over the sequence, first included (all of them when count is None or larger)."""
+    if count is None or count >= len(items):
+        return list(items)
+    return [items[i] for i in np.linspace(0, len(items) - 1, count).round().astype(int)]
+
+
+def evaluated_ids(split: str, count: int | None, keep: Sequence[str] = ()) -> list[str] | None:
+    """The prompts an evaluation of `split` samples: all of them (None) when `count` is None, else `count`
+    prompts evenly spaced over the split and every prompt of `keep` that is in it (the ones a figure draws),
+    in the split's order."""
+    if count is None:
+        return None
+    split_prompts = prompts(split)
+    chosen = {p.id for p in evenly_spaced(split_prompts, count)} | set(keep)
+    return [p.id for p in split_prompts if p.id in chosen]

@@ -448,6 +448,18 @@ class TrieSet:
     def index(self, prompt_id: str) -> int:
         return index_of(self.ids, prompt_id)
 
+    def subset(self, prompt_ids: Sequence[str]) -> TrieSet:
+        """The tries of these prompts, in this order (copies)."""
+        rows = [self.index(prompt_id) for prompt_id in prompt_ids]
+        tries = [self.trie(i) for i in rows]
+        return TrieSet(
+            ids=self.ids[rows],
+            node_offsets=offsets([trie.num_nodes for trie in tries]),
+            value_offsets=offsets([len(trie.value_leaf) for trie in tries]),
+            **{name: np.concatenate([getattr(trie, name) for trie in tries]) for name in _ARRAYS},
+            metadata=dict(self.metadata),
+        )
+
     def trie(self, i: int) -> Trie:
         """The trie of prompt i (array views, no copy)."""
         nodes = slice(self.node_offsets[i], self.node_offsets[i + 1])

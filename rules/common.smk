@@ -30,6 +30,7 @@ from calibft.assets import (  # noqa: E402
     cache_path,
 )
 from calibft.evals.tinybench import TASKS as TINYBENCH_TASKS  # noqa: E402
+from calibft.grid import evaluated_ids  # noqa: E402
 from calibft.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
@@ -254,7 +255,11 @@ def model_resource(name, section="resources"):
     return resource
 
 
-def train_job(wildcards, output):
+# The job functions below take the wildcards only, so that Snakemake records the resolved job as the rule's
+# params and reruns the job when the config changes it (a function of input or output is not recorded).
+
+
+def train_job(wildcards):
     """The resolved TrainJob of calibft.train, as JSON."""
     entry = config["models"][wildcards.model]
     job = {
@@ -267,7 +272,7 @@ def train_job(wildcards, output):
         "protocol": PROTOCOL,
         "train_data": train_data(wildcards),
         "probe_tries": probe_tries(wildcards),
-        "out_dir": os.path.dirname(output.run),
+        "out_dir": f"{OUT}/adapters/{wildcards.model}/{wildcards.recipe}",
         "checkpoint_dir": f"{OUT}/checkpoints/{wildcards.model}/{wildcards.recipe}",
     }
     return json.dumps(job)
@@ -296,8 +301,16 @@ def structured_tries(wildcards):
     return f"results/tries/{tokenizer}/{STRUCTURED['space']}/{wildcards.eval_split}.npz"
 
 
-def model_under_test(wildcards, output, settings):
-    """The fields every evaluation job shares: the model, its condition, the sampling, the output folder."""
+def eval_folder(wildcards, root, evaluation, *parts):
+    """{OUT}/{root}/{model}/{condition}/{evaluation}/{parts}: an evaluation's outputs (root `eval`) or the
+    per-prompt checkpoints of an interrupted attempt (root `checkpoints/eval`)."""
+    cond = getattr(wildcards, "cond", "base")
+    return "/".join([OUT, root, wildcards.model, cond, evaluation, *parts])
+
+
+def model_under_test(wildcards, settings, evaluation, *parts):
+    """The fields every evaluation job shares: the model, its condition, the sampling, the output folder
+    (eval_folder of the evaluation and parts)."""
     entry = config["models"][wildcards.model]
     cond = getattr(wildcards, "cond", "base")
     return {
@@ -313,26 +326,36 @@ def model_under_test(wildcards, output, settings):
         "protocol": PROTOCOL,
         "precision": config["evaluation"]["precision"],
         "sampling": settings["sampling"],
-        "out_dir": os.path.dirname(output[0]),
+        "out_dir": eval_folder(wildcards, "eval", evaluation, *parts),
     }
 
 
-def eval_job(wildcards, output, evaluation, settings, **extra):
+def structured_prompt_ids(split):
+    """The prompts that the structured and SSOT jobs of a split sample: every one (None), or `max_prompts`
+    of them and those that the qualitative figures draw."""
+    drawn = [panel["prompt"] for panel in STRUCTURED["qualitative"]]
+    drawn += ABLATIONS["qualitative"]["prompts"]
+    return evaluated_ids(split, STRUCTURED.get("max_prompts"), drawn)
+
+
+def eval_job(wildcards, evaluation, settings, **extra):
     """The resolved StructuredJob of calibft.evals.structured, as JSON."""
-    job = model_under_test(wildcards, output, settings)
+    split = wildcards.eval_split
+    job = model_under_test(wildcards, settings, evaluation, split)
     job.update(
         evaluation=evaluation,
-        split=wildcards.eval_split,
-        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/{evaluation}/{wildcards.eval_split}",
+        split=split,
+        prompt_ids=structured_prompt_ids(split),
+        checkpoint_dir=eval_folder(wildcards, "checkpoints/eval", evaluation, split),
         **extra,
     )
     return json.dumps(job)
 
 
-def open_ended_job(wildcards, input, output):
+def open_ended_job(wildcards):
     """The resolved OpenEndedJob of calibft.evals.open_ended, as JSON."""
-    job = model_under_test(wildcards, output, OPEN_ENDED)
-    return json.dumps({**job, "prompts_file": input.prompts})
+    job = model_under_test(wildcards, OPEN_ENDED, "open_ended")
+    return json.dumps({**job, "prompts_file": str(open_ended_prompts(wildcards))})
 
 
 def open_ended_prompts(wildcards):
@@ -343,9 +366,9 @@ def open_ended_prompts(wildcards):
     return os.path.join(workflow.basedir, OPEN_ENDED["prompts_file"])
 
 
-def mcq_job(wildcards, output):
+def mcq_job(wildcards):
     """The resolved MCQJob of calibft.evals.mcq, as JSON."""
-    return json.dumps(model_under_test(wildcards, output, MCQ))
+    return json.dumps(model_under_test(wildcards, MCQ, "mcq"))
 
 
 def noveltybench_prompts(wildcards):
@@ -358,16 +381,19 @@ def noveltybench_prompts(wildcards):
     )
 
 
-def noveltybench_generation_job(wildcards, input, output):
+def noveltybench_generation_job(wildcards):
     """The resolved GenerationJob of calibft.evals.noveltybench_run, as JSON."""
-    job = model_under_test(wildcards, output, NOVELTYBENCH)
-    checkpoints = f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/noveltybench/{wildcards.nb_split}"
+    split = wildcards.nb_split
+    job = model_under_test(wildcards, NOVELTYBENCH, "noveltybench", split)
     return json.dumps(
         {
             **job,
-            "split": wildcards.nb_split,
-            "prompts_file": input.prompts,
-            "checkpoint_dir": checkpoints,
+            "split": split,
+            "prompts_file": str(noveltybench_prompts(wildcards)),
+            "max_prompts": NOVELTYBENCH.get("max_prompts"),
+            "checkpoint_dir": eval_folder(
+                wildcards, "checkpoints/eval", "noveltybench", split
+            ),
         }
     )
 
@@ -387,21 +413,25 @@ def evaluator_folders(wildcards):
     return sorted({evaluator_source(name) for name in EVALUATORS})
 
 
-def noveltybench_scoring_job(wildcards, input, output):
+def noveltybench_scoring_job(wildcards):
     """The resolved ScoringJob of calibft.evals.noveltybench_run, as JSON."""
+    split = wildcards.nb_split
+    out_dir = eval_folder(wildcards, "eval", "noveltybench", split)
     job = {
         "model_key": wildcards.model,
         "condition": wildcards.cond,
-        "split": wildcards.nb_split,
-        "generations": input.generations,
+        "split": split,
+        "generations": f"{out_dir}/generations.jsonl.gz",
         "classifier": evaluator_source("classifier"),
         "classifier_tokenizer": evaluator_source("classifier_tokenizer"),
         "reward_model": evaluator_source("reward_model"),
         "precision": config["evaluation"]["precision"],
-        "out_dir": os.path.dirname(output.summary),
+        "out_dir": out_dir,
         "reward_batch_size": NOVELTYBENCH["reward_batch_size"],
         "protocol": PROTOCOL,
-        "checkpoint_dir": f"{OUT}/checkpoints/eval/{wildcards.model}/{wildcards.cond}/noveltybench_scores/{wildcards.nb_split}",
+        "checkpoint_dir": eval_folder(
+            wildcards, "checkpoints/eval", "noveltybench_scores", split
+        ),
     }
     return json.dumps(job)
 
@@ -453,15 +483,16 @@ def synthetic_irt_settings(wildcards):
     return TINYBENCH["irt_params"]["synthetic"]
 
 
-def tinybench_job(wildcards, input, output):
+def tinybench_job(wildcards):
     """The resolved TinyBenchJob of calibft.evals.tinybench, as JSON: every task, then gp-IRT."""
-    job = model_under_test(wildcards, output, {"sampling": {}})
+    job = model_under_test(wildcards, {"sampling": {}}, "tinybench")
+    inputs = tinybench_inputs(wildcards)
     job.update(
-        tasks=dict(zip(TINYBENCH["tasks"], input.rows)),
-        irt_params=input.params,
+        tasks=dict(zip(TINYBENCH["tasks"], inputs["rows"])),
+        irt_params=str(inputs["params"]),
         batch_size=TINYBENCH["batch_size"],
         max_new_tokens=TINYBENCH["max_new_tokens"],
-        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/tinybench",
+        checkpoint_dir=eval_folder(wildcards, "checkpoints/eval", "tinybench"),
     )
     return json.dumps(job)
 
@@ -485,27 +516,26 @@ def paloma_dataset(wildcards):
     }
 
 
-def paloma_job(wildcards, input, output):
+def paloma_job(wildcards):
     """The resolved PalomaJob of calibft.evals.paloma, as JSON."""
-    job = model_under_test(wildcards, output, {"sampling": {}})
+    job = model_under_test(wildcards, {"sampling": {}}, "paloma")
     job.update(
-        slices=dict(zip(PALOMA["slices"], input.slices)),
+        slices=dict(zip(PALOMA["slices"], paloma_files(wildcards))),
         window=PALOMA["window"],
         stride=PALOMA["stride"],
         batch_size=PALOMA["batch_size"],
         max_documents=PALOMA["max_documents"],
-        checkpoint_dir=f"{OUT}/checkpoints/eval/{wildcards.model}/{job['condition']}/paloma",
+        checkpoint_dir=eval_folder(wildcards, "checkpoints/eval", "paloma"),
     )
     return json.dumps(job)
 
 
-def structured_job(wildcards, input, output):
+def structured_job(wildcards):
     return eval_job(
         wildcards,
-        output,
         "structured",
         STRUCTURED,
-        tries=input.tries,
+        tries=structured_tries(wildcards),
         logit_kl_paths=STRUCTURED["logit_kl_paths"],
         logit_kl_batch_size=STRUCTURED["logit_kl_batch_size"],
     )
@@ -520,14 +550,14 @@ def ssot_prompts_files(wildcards):
     return [os.path.join(workflow.basedir, SSOT["release_prompts_file"])]
 
 
-def ssot_job(wildcards, input, output):
+def ssot_job(wildcards):
     """The SSOT job of a model: the release's prompts and answer rules (protocol ssot_prompt release), or the
     config's instruction and answer pattern, the model's own where it has them (GPT-OSS).
     """
     model = config["models"][wildcards.model]
     if PROTOCOL["ssot_prompt"] == "release":
         prompt = {
-            "release_prompts": input.prompts[0],
+            "release_prompts": str(ssot_prompts_files(wildcards)[0]),
             "release_style": model.get("ssot_release_style", "default"),
         }
     else:
@@ -537,7 +567,6 @@ def ssot_job(wildcards, input, output):
         }
     return eval_job(
         wildcards,
-        output,
         "ssot",
         SSOT,
         chat_overrides=model.get("ssot_chat", {}),

@@ -8,12 +8,11 @@ from calibft.granularity import (
     ConstructionCost,
     construction_cost,
     construction_costs,
-    evenly_spaced,
     read_costs,
     timed_with_peak,
     write_costs,
 )
-from calibft.grid import prompts, select
+from calibft.grid import evenly_spaced, prompts, select
 from calibft.output_space import build_output_space
 from calibft.report.granularity import grid_granularity_table
 from calibft.report.tables import to_csv, to_latex, to_markdown

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibft.grid import GEOMSPACE, TRAIN_AXES, prompts, render_prompt, select
+from calibft.grid import GEOMSPACE, TRAIN_AXES, evaluated_ids, evenly_spaced, prompts, render_prompt, select
 
 AUTHORS = json.loads((Path(__file__).parent / "fixtures" / "authors_artifact.json").read_text())
 
@@ -73,3 +73,12 @@ def test_ids_are_unique_stable_and_selectable():
         select(train, ["gaussian-999"])
     with pytest.raises(ValueError, match="unknown split 'test'"):
         prompts("test")
+
+
+def test_a_smoke_evaluation_takes_evenly_spaced_prompts_and_those_a_figure_draws():
+    ood = [p.id for p in prompts("ood")]
+    assert evaluated_ids("ood", None, ["poisson-001"]) is None  # every prompt
+    assert evaluated_ids("ood", 2, []) == [ood[0], ood[-1]]
+    chosen = evaluated_ids("ood", 2, ["weibull-001", "not-in-this-split"])
+    assert chosen == [i for i in ood if i in {ood[0], ood[-1], "weibull-001"}]
+    assert evaluated_ids("unseen", 3, ["weibull-001"]) == [p.id for p in evenly_spaced(prompts("unseen"), 3)]

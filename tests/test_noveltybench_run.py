@@ -135,6 +135,14 @@ def test_generations_hold_ten_answers_per_prompt(generated):
         assert len(record["generations"]) == len(record["finished"]) == 10
 
 
+def test_max_prompts_keeps_the_files_first_prompts_with_their_generations(workdir, generated, briefly_trained_model):
+    model = str(briefly_trained_model)
+    generate(_generation_job(workdir, "first_two", model=model, tokenizer=model, max_prompts=2))
+    assert read_jsonl(workdir / "first_two" / "generations.jsonl.gz") == read_jsonl(generated)[:2]
+    with pytest.raises(ValueError, match="max_prompts must be >= 1"):
+        _generation_job(workdir, "none", max_prompts=0)
+
+
 def test_a_preempted_generation_resumes_to_the_same_bytes(workdir, generated, briefly_trained_model, monkeypatch):
     import calibft.evals.noveltybench_run as noveltybench_run
 

@@ -206,3 +206,18 @@ def test_a_preempted_run_resumes_to_the_uninterrupted_samples(workdir, evaluated
     assert len(calls) == 2  # only the prompts left
     assert (workdir / "resumed" / "samples.jsonl.gz").read_bytes() == (evaluated / "samples.jsonl.gz").read_bytes()
     assert not (workdir / "checkpoint").exists()
+
+
+def test_a_subset_of_prompts_gets_the_results_of_the_full_run(workdir, evaluated):
+    """A smoke run's few prompts (`prompt_ids`): each with the samples and path KL it has in the full run."""
+    chosen = ["bernoulli-001", "poisson-001"]  # in the order of the split
+    run(_job(workdir, "subset", prompt_ids=chosen))
+    full, subset = _samples(evaluated), _samples(workdir / "subset")
+    assert subset == [s for s in full if s["id"] in chosen]
+    rows = {row["id"]: row for row in map(json.loads, (evaluated / "logit_kl.jsonl").read_text().splitlines())}
+    mine = [json.loads(line) for line in (workdir / "subset" / "logit_kl.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in mine] == chosen
+    for row in mine:  # other batches of paths: the same values up to the order of the arithmetic
+        assert row["path_kl"] == pytest.approx(rows[row["id"]]["path_kl"], rel=1e-5, abs=1e-7)
+    metrics = json.loads((workdir / "subset" / "metrics.json").read_text())
+    assert [row["id"] for row in metrics["prompts"]] == chosen

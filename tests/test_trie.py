@@ -102,6 +102,23 @@ def test_save_and_load_round_trip(sample_tries, tmp_path):
         loaded.index("nope-000")
 
 
+def test_a_subset_holds_the_same_tries_and_path_targets(sample_tries):
+    chosen = [SAMPLE[5].id, SAMPLE[0].id, SAMPLE[9].id]
+    subset = sample_tries.subset(chosen)
+    assert subset.ids.tolist() == chosen and subset.metadata == sample_tries.metadata
+    for i, prompt_id in enumerate(chosen):
+        mine, theirs = subset.trie(i), sample_tries.trie(sample_tries.index(prompt_id))
+        for name in ("node_parent", "node_token", "node_mass", "child_start", "child_count", "value_leaf"):
+            np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name))
+    values = np.array([3, 0, 7])
+    mine = subset.path_targets(np.arange(3), values)
+    theirs = sample_tries.path_targets(np.array([sample_tries.index(i) for i in chosen]), values)
+    for name in ("tokens", "lengths", "step_offsets", "child_step", "child_token", "child_q"):
+        np.testing.assert_array_equal(getattr(mine, name), getattr(theirs, name))
+    with pytest.raises(KeyError, match="no prompt with id 'nope-000'"):
+        sample_tries.subset(["nope-000"])
+
+
 def test_hand_built_trie():
     trie = build_trie(TokenizedValues.from_lists([[1, 2, 9], [1, 3, 9], [4, 9]]), np.array([0.2, 0.3, 0.5]))
     assert trie.children(0)[0].tolist() == [1, 4]

@@ -17,6 +17,7 @@ from calibft.granularity import read_costs
 from calibft.grid import prompts
 from calibft.io import read_jsonl
 from calibft.output_space import SpaceSet, build_output_space
+from calibft.plan import gpu_hours_by_rule, planned_jobs
 from calibft.trie import TrieSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,10 +51,16 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
 
 
-def test_paper_dry_run_on_slurm_plans_every_job():
+@pytest.fixture(scope="module")
+def paper_plan() -> str:
+    """The dry run of the paper's `all` on the SLURM profile."""
     result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "all")
     assert result.returncode == 0, result.stderr
-    counts = job_counts(result.stdout)
+    return result.stdout
+
+
+def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
+    counts = job_counts(paper_plan)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
     # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations,
     # the ablations (7 more spaces, 2 models x 8 more soft-training tries, 2 models x 17 more recipes trained
@@ -76,8 +83,8 @@ def test_paper_dry_run_on_slurm_plans_every_job():
         "open_ended_figure": 2, "retention_table": 4, "retention_figure": 3, "noveltybench_qualitative_cases": 1,
         "all": 1, "total": 617,
     }  # fmt: skip
-    assert "build_tiny_model" not in result.stdout
-    blocks = result.stdout.split("\n\n")
+    assert "build_tiny_model" not in paper_plan
+    blocks = paper_plan.split("\n\n")
     trains = [block for block in blocks if "\nrule train:" in block]
     assert len(trains) == 58
     for block in trains:  # each on one node with 4 A100 GPUs, launched with FSDP
@@ -91,6 +98,36 @@ def test_paper_dry_run_on_slurm_plans_every_job():
         assert f"gpu={gpus}, gpu_model=a100" in block, block
     scoring = [block for block in blocks if "\nrule noveltybench_score:" in block]
     assert len(scoring) == 72 and all("gpu=1, gpu_model=a100" in block for block in scoring)
+
+
+def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_plan):
+    """The cluster rehearsal: the paper's jobs, one for one, two optimizer steps each, 30-minute limits."""
+    result = snakemake(
+        "-n", "--forceall", "--profile", "profiles/slurm", "all", "--configfile", "profiles/smoke/budgets.yaml"
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert job_counts(result.stdout) == job_counts(paper_plan)
+    smoke, paper = planned_jobs(result.stdout.splitlines()), planned_jobs(paper_plan.splitlines())
+    gpu_jobs = [job for job in smoke if job.gpus]
+    assert len(gpu_jobs) == 510 and {job.resources["runtime"] for job in gpu_jobs} == {"30"}
+    trains = [block for block in result.stdout.split("\n\n") if "\nrule train:" in block]
+    assert len(trains) == 58 and all('"max_steps": 2' in block for block in trains)
+    smoke_hours, paper_hours = (sum(row["gpu_hours"] for row in gpu_hours_by_rule(jobs)) for jobs in (smoke, paper))
+    assert 0 < smoke_hours < paper_hours / 10
+    readme = " ".join((REPO / "README.md").read_text().split())  # the README quotes both figures
+    assert f"request {smoke_hours:,g} GPU-hours" in readme and f"against {paper_hours:,g} for the full run" in readme
+
+
+def test_the_cpu_smoke_has_the_cluster_smokes_counts():
+    """profiles/smoke/smoke.yaml cuts steps and prompts as the budgets for the paper's models do."""
+    budgets = yaml.safe_load((REPO / "profiles/smoke/budgets.yaml").read_text())
+    smoke = yaml.safe_load((REPO / "profiles/smoke/smoke.yaml").read_text())
+    paper = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert set(budgets["recipes"]) == set(paper["recipes"]) and set(budgets["models"]) == set(paper["models"])
+    assert {r["max_steps"] for r in budgets["recipes"].values()} == {r["max_steps"] for r in smoke["recipes"].values()}
+    for evaluation in ("structured", "noveltybench"):
+        assert budgets["evaluation"][evaluation]["max_prompts"] == smoke["evaluation"][evaluation]["max_prompts"]
+    assert budgets["grid_granularity"]["prompts"] == smoke["grid_granularity"]["prompts"]
 
 
 def test_one_table_plans_only_what_it_needs():
@@ -181,6 +218,7 @@ def _config_with(tmp_path: Path, edit) -> Path:
     "edit,message",
     [
         (lambda c: c["output_spaces"]["soft"].update(decimals=12), r"12 is greater than the maximum of 8"),
+        (lambda c: c["evaluation"]["noveltybench"].update(max_prompts=2), r"2 is less than the minimum of 3"),
         (lambda c: c["output_spaces"]["eval"].pop("max_bins"), r"'max_bins' is a required property"),
         (lambda c: c.update(learning_rate=0.1), r"Additional properties are not allowed \('learning_rate'"),
         (lambda c: c["models"]["qwen3_4b"].update(tokenizer="qwen"), r"models\.qwen3_4b\.tokenizer is 'qwen'"),
@@ -310,15 +348,13 @@ def test_offline_evaluators_stop_with_the_command_that_downloads_them(tmp_path):
     assert (tmp_path / "results" / "kept.json").read_text() == "{}"
 
 
-def test_no_gpu_job_names_a_hub_id():
+def test_no_gpu_job_names_a_hub_id(paper_plan):
     """Every training and evaluation job loads its checkpoint and tokenizer from their snapshots."""
-    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "all")
-    assert result.returncode == 0, result.stderr
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     hub_ids = {entry["hf_id"] for section in ("models", "tokenizers") for entry in config[section].values()}
     gpu_rules = ("train", "structured_eval", "ssot_eval", "open_ended_eval", "mcq_eval", "noveltybench_generate",
                  "tinybench_eval", "paloma_eval")  # fmt: skip
-    jobs = [b for b in result.stdout.split("\n\n") if any(f"\nrule {rule}:" in f"\n{b}" for rule in gpu_rules)]
+    jobs = [b for b in paper_plan.split("\n\n") if any(f"\nrule {rule}:" in f"\n{b}" for rule in gpu_rules)]
     assert len(jobs) > 400
     for job in jobs:
         outside_snapshots = re.sub(r"resources/hf/models/[^\s\"',]+", "", job)
@@ -651,6 +687,28 @@ def test_demo_result_folders_hold_their_provenance(demo_data):
         assert record["protocol"]["prompt_bos"] == "doubled", folder
     structured = json.loads((evals / "soft" / "structured" / "ood" / "provenance.json").read_text())
     assert structured["generation"]["temperature"] == 1.0 and structured["generation"]["top_p"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("change", "planned"),
+    [
+        ({"evaluation": {"mcq": {"sampling": {"samples_per_prompt": 199}}}}, {"mcq_eval": 3}),
+        ({"recipes": {"hard": {"max_steps": 399}}}, {"train": 1, "structured_eval": 2, "tinybench_eval": 1}),
+    ],
+)
+def test_a_changed_budget_plans_its_jobs_again(demo_data, tmp_path, change, planned):
+    """Snakemake records each job's resolved settings, so a config change reruns what it changes, only that."""
+    overlay = tmp_path / "change.yaml"
+    overlay.write_text(yaml.safe_dump(change))
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    args = ["--profile", profile, "--directory", str(demo_data), "--snakefile", snakefile]
+    result = snakemake("-n", *args, "--configfile", str(REPO / "profiles/demo/demo.yaml"), str(overlay))
+    assert result.returncode == 0, result.stderr[-2000:]
+    counts = job_counts(result.stdout)
+    assert {rule: counts.get(rule) for rule in planned} == planned
+    assert not {"prompts", "output_space", "trie", "build_tiny_model"} & set(counts)
+    unchanged = snakemake("-n", *args)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
 
 
 def test_another_protocol_plans_no_data_layer_job_and_leaves_the_default_results_alone(demo_data):

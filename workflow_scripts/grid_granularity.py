@@ -1,5 +1,5 @@
-from calibft.granularity import construction_costs, evenly_spaced, write_costs
-from calibft.grid import Prompt
+from calibft.granularity import construction_costs, write_costs
+from calibft.grid import Prompt, evenly_spaced
 from calibft.io import read_jsonl
 from calibft.models import load_tokenizer
 from calibft.runlog import log_to

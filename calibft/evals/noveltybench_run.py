@@ -76,14 +76,19 @@ def load_prompts(path: str | Path, split: str) -> list[dict]:
 
 @dataclass(frozen=True, kw_only=True)
 class GenerationJob(ModelJob):
-    """`samples_per_prompt` answers to every prompt of one split."""
+    """`samples_per_prompt` answers to every prompt of one split (its first `max_prompts` when given)."""
 
     split: str  # "curated" or "wildchat"
     prompts_file: str
+    max_prompts: int | None = None
+
+    def __post_init__(self):
+        if self.max_prompts is not None and self.max_prompts < 1:
+            raise ValueError(f"max_prompts must be >= 1 or None, got {self.max_prompts}")
 
 
 def generate(job: GenerationJob) -> None:
-    prompts = load_prompts(job.prompts_file, job.split)
+    prompts = load_prompts(job.prompts_file, job.split)[: job.max_prompts]
     tokenizer, model = job.load()
     options, settings = job.chat_options(), job.settings()
     checkpoint = checkpoint_folder(job)

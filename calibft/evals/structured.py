@@ -2,7 +2,8 @@
 
     python -m calibft.evals.structured JOB     # JOB: a StructuredJob as JSON text or file
 
-For one model, condition (base or a recipe's adapter) and split, every prompt gets:
+For one model, condition (base or a recipe's adapter) and split, every prompt (or the job's `prompt_ids`, a
+smoke run's few) gets:
 
 - its logit KL (structured only): the trie KL of `logit_kl_paths` fixed paths from the evaluation target,
   teacher forced (`calibft.train.path_kl`);
@@ -60,6 +61,7 @@ class StructuredJob(ModelJob):
     split: str  # "unseen" or "ood"
     chat_overrides: dict = field(default_factory=dict)  # e.g. SSOT turns Qwen3's thinking on
     tries: str | None = None  # the logit-KL target of the split (structured only)
+    prompt_ids: list[str] | None = None  # the prompts to evaluate, in the split's order; None: every prompt
     logit_kl_paths: int = 4
     logit_kl_batch_size: int = 16
     system: str | None = None  # SSOT: its instruction
@@ -177,7 +179,9 @@ def run(job: StructuredJob) -> None:
     tokenizer, model = job.load()
     options = job.chat_options().merged(job.chat_overrides, "chat_overrides")
     tries = TrieSet.load(job.tries) if job.tries else None
-    chosen = select(prompts(job.split), None if tries is None else list(tries.ids))
+    if tries is not None and job.prompt_ids is not None:
+        tries = tries.subset(job.prompt_ids)
+    chosen = select(prompts(job.split), job.prompt_ids if tries is None else list(tries.ids))
     system = job.system_message()
     prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, system, job.protocol["prompt_bos"]) for p in chosen]
     out = Path(job.out_dir)

@@ -213,9 +213,11 @@ def _count_words(n: int) -> str:
     return words[n] if n < len(words) else str(n)
 
 
-def _split_text(split: str) -> tuple[str, str]:
-    """(what the split is, where its W₁ median runs over), for captions."""
-    split_prompts = prompts(split)
+def _split_text(split: str, metrics: Metrics) -> tuple[str, str]:
+    """(what the split is, where its W₁ median runs over), for captions: over the prompts that the runs
+    evaluated (the whole split, or a smoke run's few)."""
+    evaluated = {row["id"] for runs in metrics.values() for run in runs.values() for row in run.get("prompts", [])}
+    split_prompts = [p for p in prompts(split) if p.id in evaluated] or prompts(split)
     families = len({p.family for p in split_prompts})
     if split == "ood":
         return (
@@ -241,7 +243,7 @@ def structured_table(
     check_choice("split", split, SPLITS)
     conditions = _conditions(metrics, conditions)
     w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
-    what, over = _split_text(split)
+    what, over = _split_text(split, metrics)
     titles = ", ".join(
         f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions
     )
@@ -298,7 +300,7 @@ def ssot_table(
         )
         for key in ("w1_norm", "valid_rate")
     )
-    what, _ = _split_text(split)
+    what, _ = _split_text(split, metrics)
     samples = _samples_text([runs["ssot"] for runs in ssot.values() if "ssot" in runs])
     names = ", ".join(condition_titles.get(c, c) for c in conditions)
     caption = (
