@@ -2,6 +2,7 @@
 #   make demo   # the whole workflow on the CPU with the tiny model: snakemake --profile profiles/demo,
 #               # then its report, results/report.html
 #   make smoke  # the whole workflow on the CPU with Gemma-3-270M, smallest budgets (profiles/smoke)
+#   make mini   # the structured-sampling result on SmolLM2-135M-Instruct and Gemma-3-270M (profiles/mini)
 #   make test   # the test suite
 #   make test-avx2   # the test suite as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
@@ -10,7 +11,7 @@ BIN := $(VENV)/bin
 PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo smoke test test-avx2 lint benchmark
+.PHONY: setup demo smoke mini test test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ demo: $(STAMP)
 smoke: $(STAMP)
 	$(BIN)/snakemake --profile profiles/smoke
 	$(BIN)/snakemake --profile profiles/smoke --report results/report.html
+
+mini: $(STAMP)
+	$(BIN)/snakemake --profile profiles/mini structured
+	$(BIN)/snakemake --profile profiles/mini structured --report results/report.html
 
 test: $(STAMP)
 	$(PYTEST)

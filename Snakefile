@@ -3,6 +3,7 @@
 #
 #   snakemake --profile profiles/demo            # the whole DAG on a laptop CPU, tiny model
 #   snakemake --profile profiles/slurm all       # the paper on a SLURM cluster with A100 nodes
+#   snakemake --profile profiles/mini structured # its structured-sampling part, two real small models, CPU
 
 
 configfile: "config.yaml"
@@ -46,6 +47,12 @@ rule adapters:
 rule evaluations:
     input:
         eval_outputs(),
+    localrule: True
+
+
+rule structured:
+    input:
+        structured_outputs(),
     localrule: True
 
 

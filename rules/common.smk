@@ -889,21 +889,53 @@ def noveltybench_qualitative_tables(wildcards):
     return expand(out("tables/{name}.{ext}"), name=names, ext=["tex", "csv", "md"])
 
 
-def table_outputs():
-    """Every table and figure: configuration tables, training curves, the structured-sampling benchmark."""
+def artifacts(tables, figures):
+    """The files of these tables (tex, csv, md) and figures (pdf, png)."""
+    return expand(
+        out("tables/{table}.{ext}"), table=tables, ext=["tex", "csv", "md"]
+    ) + expand(out("figures/{figure}.{ext}"), figure=figures, ext=["pdf", "png"])
+
+
+def structured_artifacts():
+    """The tables and figures of the structured-sampling benchmark, the training curves and the configuration
+    tables: (tables, figures)."""
     splits = STRUCTURED["splits"]
-    tables = [*CONFIG_TABLES, "grid_granularity", *ABLATION_TABLES.values()]
-    tables += [f"main_{split}" for split in splits]
-    tables += [f"ssot_structured_{split}" for split in splits]
-    figures = ["method", "training_curves", "main_structured_sampling"]
+    tables = [*CONFIG_TABLES] + [f"main_{split}" for split in splits]
+    figures = ["training_curves", "main_structured_sampling"]
     figures += [
         f"appendix_{split}_{metric}_per_dist"
         for split in splits
         for metric in ("w1", "kl")
     ]
-    figures += QUALITATIVE_FIGURES if "ood" in splits else []
+    figures += ["main_ood_qualitative"] if "ood" in splits else []
+    return tables, figures
+
+
+def structured_outputs():
+    """The structured-sampling part of the paper (target `structured`, what profiles/mini runs): the final
+    recipes' adapters, the structured evaluations of every condition, and structured_artifacts.
+    """
+    metrics = [
+        path for split in STRUCTURED["splits"] for path in structured_metrics(split)
+    ]
+    adapters = [
+        f"{OUT}/adapters/{model}/{recipe}/run.json" for model, recipe in MAIN_RUNS
+    ]
+    return adapters + metrics + artifacts(*structured_artifacts())
+
+
+def table_outputs():
+    """Every table and figure: the structured ones, the method figure, the granularity, ablation and SSOT
+    tables and the other qualitative figures, the transfer and retention tables and figures.
+    """
+    tables, figures = structured_artifacts()
+    splits = STRUCTURED["splits"]
+    tables += ["grid_granularity", *ABLATION_TABLES.values()]
+    tables += [f"ssot_structured_{split}" for split in splits]
+    figures += ["method"]
+    figures += (
+        [f for f in QUALITATIVE_FIGURES if f not in figures] if "ood" in splits else []
+    )
     tables += TRANSFER_TABLES + RETENTION_TABLES
     figures += OPEN_ENDED_FIGURES + RETENTION_FIGURES
-    return expand(
-        out("tables/{table}.{ext}"), table=tables, ext=["tex", "csv", "md"]
-    ) + expand(out("figures/{figure}.{ext}"), figure=figures, ext=["pdf", "png"])
+    return artifacts(tables, figures)

@@ -130,6 +130,22 @@ def test_the_cpu_smoke_has_the_cluster_smokes_counts():
     assert budgets["grid_granularity"]["prompts"] == smoke["grid_granularity"]["prompts"]
 
 
+def test_the_mini_profile_plans_the_structured_part_for_both_real_checkpoints():
+    result = snakemake("-n", "--forceall", "--profile", "profiles/mini", "structured")
+    assert result.returncode == 0, result.stderr
+    counts = job_counts(result.stdout)
+    # 2 checkpoints built from their packages, 2 tokenizers x (soft train + eval unseen + eval ood) tries,
+    # 2 models x (soft, hard) adapters, 2 models x 3 conditions x 2 splits structured evaluations, and the
+    # structured tables and figures; nothing of the other evaluations
+    assert counts == {
+        "packaged_model": 2, "prompts": 3, "output_space": 4, "trie": 6, "train": 4, "structured_eval": 12,
+        "config_tables": 1, "training_curves": 1, "structured_table": 2, "structured_sampling_figure": 1,
+        "per_distribution_figure": 4, "qualitative_figure": 1, "structured": 1, "total": 42,
+    }  # fmt: skip
+    evals = [block for block in result.stdout.split("\n\n") if "\nrule structured_eval:" in block]
+    assert all('"samples_per_prompt": 100' in block and '"prompt_ids": null' in block for block in evals)
+
+
 def test_one_table_plans_only_what_it_needs():
     result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
     assert result.returncode == 0, result.stderr
