@@ -214,10 +214,17 @@ def tiny_model_threads(wildcards):
     return config["tiny_models"][wildcards.name].get("num_threads", 1)
 
 
-def adapter_outputs():
-    """Every adapter: the final recipes for every model, the ablations' for the ablation models."""
+def adapter_folder(model, recipe):
+    """Where a recipe's adapter of a model is saved, with its training log and run.json."""
+    return f"{OUT}/adapters/{model}/{recipe}"
+
+
+def adapter_outputs(runs=None):
+    """The run.json of these (model, recipe) runs; by default every adapter: the final recipes for every model,
+    the ablations' for the ablation models."""
     return [
-        f"{OUT}/adapters/{model}/{recipe}/run.json" for model, recipe in TRAINING_RUNS
+        f"{adapter_folder(model, recipe)}/run.json"
+        for model, recipe in runs or TRAINING_RUNS
     ]
 
 
@@ -272,7 +279,7 @@ def train_job(wildcards):
         "protocol": PROTOCOL,
         "train_data": train_data(wildcards),
         "probe_tries": probe_tries(wildcards),
-        "out_dir": f"{OUT}/adapters/{wildcards.model}/{wildcards.recipe}",
+        "out_dir": adapter_folder(wildcards.model, wildcards.recipe),
         "checkpoint_dir": f"{OUT}/checkpoints/{wildcards.model}/{wildcards.recipe}",
     }
     return json.dumps(job)
@@ -292,7 +299,7 @@ def adapter_files(wildcards):
     """The adapter of a fine-tuned condition; nothing for the base model."""
     if wildcards.cond == "base":
         return []
-    return f"{OUT}/adapters/{wildcards.model}/{wildcards.cond}/adapter_config.json"
+    return f"{adapter_folder(wildcards.model, wildcards.cond)}/adapter_config.json"
 
 
 def structured_tries(wildcards):
@@ -319,9 +326,7 @@ def model_under_test(wildcards, settings, evaluation, *parts):
         "tokenizer": tokenizer_source(config, entry["tokenizer"]),
         "chat": entry["chat"],
         "condition": cond,
-        "adapter": (
-            None if cond == "base" else f"{OUT}/adapters/{wildcards.model}/{cond}"
-        ),
+        "adapter": (None if cond == "base" else adapter_folder(wildcards.model, cond)),
         "seed": config["seed"],
         "protocol": PROTOCOL,
         "precision": config["evaluation"]["precision"],
@@ -918,10 +923,7 @@ def structured_outputs():
     metrics = [
         path for split in STRUCTURED["splits"] for path in structured_metrics(split)
     ]
-    adapters = [
-        f"{OUT}/adapters/{model}/{recipe}/run.json" for model, recipe in MAIN_RUNS
-    ]
-    return adapters + metrics + artifacts(*structured_artifacts())
+    return adapter_outputs(MAIN_RUNS) + metrics + artifacts(*structured_artifacts())
 
 
 def table_outputs():

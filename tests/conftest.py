@@ -52,6 +52,19 @@ def briefly_trained_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("briefly_trained") / "tiny", train_steps=30)
 
 
+def assert_saved_as_dequantized(folder: Path, gguf_file: Path, names: dict[str, str]) -> None:
+    """The weights saved in `folder` are the `gguf` package's own dequantization of the file's tensors, exactly:
+    `names` maps a GGUF tensor to its name in the folder's model.safetensors."""
+    import gguf
+    from safetensors import safe_open
+
+    tensors = {t.name: t for t in gguf.GGUFReader(str(gguf_file)).tensors}
+    with safe_open(str(folder / "model.safetensors"), "np") as saved:
+        for name, saved_name in names.items():
+            expected = gguf.quants.dequantize(tensors[name].data, tensors[name].tensor_type)
+            assert np.array_equal(saved.get_tensor(saved_name), expected.astype(np.float32)), name
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)

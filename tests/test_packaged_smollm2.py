@@ -4,16 +4,14 @@ own chat template and a 49,152-token vocabulary that gives each digit its own to
 
 import json
 
-import gguf
-import numpy as np
 import pytest
-from safetensors import safe_open
 
 from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
 from calibft.generation import stop_token_ids
 from calibft.gguf_checkpoint import SOURCE_FILE, convert_smollm2_135m
 from calibft.models import load_model, load_tokenizer
 from calibft.packaged import SMOLLM2_GGUF_SHA256, smollm2_gguf
+from tests.conftest import assert_saved_as_dequantized
 
 OPTIONS = ChatOptions.from_config({})
 
@@ -44,11 +42,7 @@ def test_the_converted_folder_is_the_gguf_checkpoint(folder, smollm2):
     assert model.config.tie_word_embeddings and "quantization_config" not in model.config.to_dict()
     assert json.loads((folder / SOURCE_FILE).read_text())["sha256"] == SMOLLM2_GGUF_SHA256
     assert stop_token_ids(model, tokenizer) == [tokenizer.convert_tokens_to_ids("<|im_end|>")] == [2]
-    tensors = {t.name: t for t in gguf.GGUFReader(str(smollm2_gguf())).tensors}
-    with safe_open(str(folder / "model.safetensors"), "np") as saved:
-        for name, saved_name in DEQUANTIZED.items():
-            expected = gguf.quants.dequantize(tensors[name].data, tensors[name].tensor_type)
-            assert np.array_equal(saved.get_tensor(saved_name), expected.astype(np.float32)), name
+    assert_saved_as_dequantized(folder, smollm2_gguf(), DEQUANTIZED)
 
 
 def test_prompts_use_the_files_chat_template_and_no_bos(smollm2):

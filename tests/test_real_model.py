@@ -5,11 +5,9 @@ sliding-window attention and tied embeddings. CPU, float32; each check against a
 import json
 from collections import Counter
 
-import gguf
 import numpy as np
 import pytest
 import torch
-from safetensors import safe_open
 from scipy.stats import chi2_contingency
 
 from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
@@ -23,6 +21,7 @@ from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.packaged import GEMMA3_GGUF_SHA256, gemma3_gguf
 from calibft.train import hard_batch_loss, soft_batch_loss, soft_path_kl
 from calibft.trie import trie_set_for_spaces
+from tests.conftest import assert_saved_as_dequantized
 
 OPTIONS = ChatOptions.from_config({})
 LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
@@ -61,12 +60,7 @@ def test_the_converted_folder_is_the_gguf_checkpoint(folder, gemma):
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     assert json.loads((folder / SOURCE_FILE).read_text())["sha256"] == GEMMA3_GGUF_SHA256
     assert stop_token_ids(model, tokenizer) == [1, 106]  # <eos> and <end_of_turn>
-    # the saved weights are the `gguf` package's own dequantization of the file's tensors, exactly
-    tensors = {t.name: t for t in gguf.GGUFReader(str(gemma3_gguf())).tensors}
-    with safe_open(str(folder / "model.safetensors"), "np") as saved:
-        for name, saved_name in DEQUANTIZED.items():
-            expected = gguf.quants.dequantize(tensors[name].data, tensors[name].tensor_type)
-            assert np.array_equal(saved.get_tensor(saved_name), expected.astype(np.float32)), name
+    assert_saved_as_dequantized(folder, gemma3_gguf(), DEQUANTIZED)
 
 
 @pytest.mark.parametrize(("bos", "leading"), [("doubled", 2), ("single", 1)])
