@@ -3,6 +3,7 @@
 #               # then its report, results/report.html
 #   make smoke  # the whole workflow on the CPU with Gemma-3-270M, smallest budgets (profiles/smoke)
 #   make mini   # the structured-sampling result on SmolLM2-135M-Instruct and Gemma-3-270M (profiles/mini)
+#   make mini-gpu   # the same on one GPU with the paper's recipes and sampling budget (profiles/mini-gpu)
 #   make test   # the test suite
 #   make test-avx2   # the test suite as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
@@ -11,7 +12,7 @@ BIN := $(VENV)/bin
 PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo smoke mini test test-avx2 lint benchmark
+.PHONY: setup demo smoke mini mini-gpu test test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +38,10 @@ smoke: $(STAMP)
 mini: $(STAMP)
 	$(BIN)/snakemake --profile profiles/mini structured
 	$(BIN)/snakemake --profile profiles/mini structured --report results/report.html
+
+mini-gpu: $(STAMP)
+	$(BIN)/snakemake --profile profiles/mini-gpu structured
+	$(BIN)/snakemake --profile profiles/mini-gpu structured --report results/report.html
 
 test: $(STAMP)
 	$(PYTEST)

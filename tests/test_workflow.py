@@ -130,8 +130,12 @@ def test_the_cpu_smoke_has_the_cluster_smokes_counts():
     assert budgets["grid_granularity"]["prompts"] == smoke["grid_granularity"]["prompts"]
 
 
-def test_the_mini_profile_plans_the_structured_part_for_both_real_checkpoints():
-    result = snakemake("-n", "--forceall", "--profile", "profiles/mini", "structured")
+@pytest.mark.parametrize(
+    ("profile", "steps", "samples", "gpus"),
+    [("mini", {"soft": 60, "hard": 60}, 100, 0), ("mini-gpu", {"soft": 747, "hard": 7952}, 1000, 1)],
+)
+def test_the_mini_profiles_plan_the_structured_part_for_both_real_checkpoints(profile, steps, samples, gpus):
+    result = snakemake("-n", "--forceall", "--profile", f"profiles/{profile}", "structured")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     # 2 checkpoints built from their packages, 2 tokenizers x (soft train + eval unseen + eval ood) tries,
@@ -142,8 +146,14 @@ def test_the_mini_profile_plans_the_structured_part_for_both_real_checkpoints():
         "config_tables": 1, "training_curves": 1, "structured_table": 2, "structured_sampling_figure": 1,
         "per_distribution_figure": 4, "qualitative_figure": 1, "structured": 1, "total": 42,
     }  # fmt: skip
-    evals = [block for block in result.stdout.split("\n\n") if "\nrule structured_eval:" in block]
-    assert all('"samples_per_prompt": 100' in block and '"prompt_ids": null' in block for block in evals)
+    blocks = result.stdout.split("\n\n")
+    evals = [block for block in blocks if "\nrule structured_eval:" in block]
+    assert all(f'"samples_per_prompt": {samples},' in block and '"prompt_ids": null' in block for block in evals)
+    trains = [block for block in blocks if "\nrule train:" in block]
+    for recipe, max_steps in steps.items():
+        planned = [block for block in trains if f"recipe={recipe}\n" in block]
+        assert len(planned) == 2 and all(f'"max_steps": {max_steps}}}' in block for block in planned)
+    assert all(f"gpu={gpus}," in block for block in trains + evals)
 
 
 def test_one_table_plans_only_what_it_needs():
@@ -443,7 +453,7 @@ def test_demo_run_writes_the_data_layer(demo_data):
 
 # The demo's outcome tests assert what holds with a margin over seeds and CPUs: each threshold lies at least 3
 # standard deviations beyond the mean of its figure over 12 measurements (seeds 11, 12 and 13, natively and as a
-# CPU without AVX-512, soft and hard; `python benchmarks/demo_spread.py`, README "The demo's spread").
+# CPU without AVX-512, soft and hard; `python benchmarks/structured_spread.py demo`, README "The demo's spread").
 
 
 @pytest.mark.parametrize("recipe", ["soft", "hard"])
