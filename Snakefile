@@ -5,6 +5,10 @@
 #   snakemake --profile profiles/slurm all       # the paper on a SLURM cluster with A100 nodes
 #   snakemake --profile profiles/mini structured # its structured-sampling part, two real small models, CPU
 
+from snakemake.utils import min_version
+
+min_version("9.0")  # as pyproject.toml's `workflow` extra
+
 
 configfile: "config.yaml"
 

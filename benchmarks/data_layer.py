@@ -96,7 +96,7 @@ def trie_job(name: str, out: str, tokenizer_path: str) -> dict:
 
 
 def _save_tiny_tokenizer(out: str) -> None:
-    from calibft.tiny_model import TinyModelSettings, train_tokenizer, training_chats
+    from calibft.demo.tiny_model import TinyModelSettings, train_tokenizer, training_chats
 
     settings = TinyModelSettings()
     train_tokenizer(training_chats(), settings.vocab_size, settings.max_position_embeddings).save_pretrained(out)

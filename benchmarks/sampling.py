@@ -29,10 +29,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.demo.tiny_model import build_tiny_model
 from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.grid import prompts
 from calibft.models import load_model, load_tokenizer
-from calibft.tiny_model import build_tiny_model
 
 DEMO_MODEL = Path(__file__).resolve().parents[1] / "results" / "models" / "tiny"
 CHAT = {"template_kwargs": {"enable_thinking": False}}

@@ -115,7 +115,7 @@ NOVELTYBENCH_PROMPTS = {
 
 
 def _tinybenchmarks_params(path: Path) -> None:
-    from calibft.gpirt import load_params
+    from calibft.evals.gpirt import load_params
 
     load_params(path)  # a pickle with the entries and keys the estimator reads, else ValueError
 

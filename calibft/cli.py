@@ -8,7 +8,8 @@ import json
 import os
 import sys
 
-from calibft import cpu, gpirt, plan
+from calibft import cpu, plan
+from calibft.evals import gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
 

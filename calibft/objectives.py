@@ -15,6 +15,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from calibft.generation import seed_for
+from calibft.output_space import SpaceSet
+from calibft.trie import TrieSet, tokenize_values
+
 Q_FLOOR = 1e-8  # targets are clamped here and renormalized, as in the authors' loss
 NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
 HARD_REDUCTIONS = ("tokens", "sequences")  # the `hard_loss_reduction` switch
@@ -169,3 +173,123 @@ def completion_cross_entropy(
 def _check(value: str, allowed: tuple[str, ...], name: str) -> None:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def loss_logits(model, batch, numerics: str) -> torch.Tensor:
+    """The completion steps' logits as the losses take them (`completion_logits`).
+
+    Under `numerics: logits_dtype` they are cast to the dtype of the model's weights: the release trains a pure
+    bf16 model, whose logits are bf16, while Accelerate's bf16 mixed precision hands back float32 copies of bf16
+    values. The cast is exact, so the loss is the release's bf16 computation. On the CPU (float32) it changes
+    nothing.
+    """
+    logits = completion_logits(model, batch)
+    if numerics == "logits_dtype":
+        return logits.to(next(model.parameters()).dtype)
+    return logits
+
+
+def soft_path_kl(
+    model, tries: TrieSet, items, values, prompt_ids, pad_id, temperature=1.0, max_len=None, numerics="fp32"
+):
+    """Trie KL of each item along the path of its value `values[i]` (teacher forced), and the batch's tokens;
+    `numerics` as in `soft_target_kl`."""
+    targets = tries.path_targets(items, values)
+    batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len)
+    device = next(model.parameters()).device
+    batch = batch.to(device)
+    kl = soft_target_kl(
+        loss_logits(model, batch, numerics),
+        batch.step_example,
+        torch.as_tensor(targets.child_step, device=device),
+        torch.as_tensor(targets.child_token, device=device),
+        torch.as_tensor(targets.child_q, device=device),
+        temperature,
+        numerics=numerics,
+    )
+    return kl, batch.num_tokens
+
+
+def soft_batch_loss(
+    model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None, numerics="fp32"
+):
+    """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
+    values = tries.sample_values(items, rng)
+    kl, tokens = soft_path_kl(model, tries, items, values, prompt_ids, pad_id, temperature, max_len, numerics)
+    return kl.mean(), tokens
+
+
+def hard_batch_loss(
+    model,
+    spaces: SpaceSet,
+    items,
+    prompt_ids,
+    pad_id,
+    rng,
+    tokenizer,
+    max_len=None,
+    reduction="tokens",
+    numerics="fp32",
+):
+    """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens
+    (`reduction` and `numerics` as in `completion_cross_entropy`)."""
+    values = spaces.sample_values(items, rng)
+    strings = spaces.values[spaces.offsets[items] + values]
+    completions = tokenize_values(tokenizer, strings)
+    batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
+    batch = batch.to(next(model.parameters()).device)
+    logits, example = loss_logits(model, batch, numerics), batch.step_example
+    loss = completion_cross_entropy(logits, batch.step_target, example, reduction=reduction, numerics=numerics)
+    return loss, batch.num_tokens
+
+
+PATH_SEEDS = ("fixed", "per_prompt")
+
+
+def fixed_paths(tries: TrieSet, paths: int, seed: int, seeds: str = "per_prompt") -> np.ndarray:
+    """[prompts, paths] value indices drawn from each prompt's target.
+
+    `per_prompt`: each prompt with a generator of its own (seed, prompt id), so that a prompt's paths do not
+    depend on which other prompts are evaluated. `fixed`: path k of every prompt with `default_rng(seed + k)`,
+    one `choice` over the prompt's values in the order of its output space, as the authors' release draws them
+    (the `logit_kl_path_seeds` switch of `calibft.protocol`).
+    """
+    if seeds == "per_prompt":
+        rows = [
+            tries.sample_values(np.full(paths, i), np.random.default_rng(seed_for(seed, str(tries.ids[i]))))
+            for i in range(len(tries))
+        ]
+        return np.stack(rows)
+    if seeds != "fixed":
+        raise ValueError(f"seeds must be one of {PATH_SEEDS}, got {seeds!r}")
+    probs = [tries.value_probs[tries.value_offsets[i] : tries.value_offsets[i + 1]] for i in range(len(tries))]
+    return np.array(
+        [[np.random.default_rng(seed + k).choice(len(p), p=p) for k in range(paths)] for p in probs], dtype=np.int64
+    ).reshape(len(tries), paths)
+
+
+@torch.no_grad()
+def path_kl(
+    model,
+    tries: TrieSet,
+    prompt_ids,
+    pad_id,
+    paths: int,
+    seed: int,
+    batch_size: int = 16,
+    seeds: str = "per_prompt",
+    numerics: str = "fp32",
+) -> np.ndarray:
+    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of REFERENCE section 7);
+    `seeds` and `numerics` are the switches `logit_kl_path_seeds` and `numerics` of `calibft.protocol`."""
+    was_training = model.training
+    model.eval()
+    values = fixed_paths(tries, paths, seed, seeds).ravel()
+    items = np.repeat(np.arange(len(tries)), paths)
+    kl = np.empty(len(items))
+    for start in range(0, len(items), batch_size):
+        part = slice(start, start + batch_size)
+        part_kl, _ = soft_path_kl(model, tries, items[part], values[part], prompt_ids, pad_id, numerics=numerics)
+        kl[part] = part_kl.float().cpu().numpy()
+    model.train(was_training)
+    return kl.reshape(len(tries), paths)

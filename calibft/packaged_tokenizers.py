@@ -121,7 +121,7 @@ HARMONY_ADDED: tuple[tuple[int, str, bool], ...] = (
 )
 
 # Qwen3's ChatML turns (Qwen3's documented chat format), with the empty think block that its template
-# prefills for `enable_thinking=False`. The demo's tiny model (calibft.tiny_model) uses it too.
+# prefills for `enable_thinking=False`. The demo's tiny model (calibft.demo.tiny_model) uses it too.
 QWEN3_CHAT_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"

@@ -29,7 +29,7 @@ from calibft.assets import (  # noqa: E402
     TINYBENCHMARKS_PARAMS,
     cache_path,
 )
-from calibft.evals.tinybench import TASKS as TINYBENCH_TASKS  # noqa: E402
+from calibft.evals.tinybench_tasks import TASKS as TINYBENCH_TASKS  # noqa: E402
 from calibft.grid import evaluated_ids  # noqa: E402
 from calibft.config import (  # noqa: E402
     check_config,

@@ -38,7 +38,7 @@ def bpe_tokenizer() -> PreTrainedTokenizerFast:
 @pytest.fixture(scope="session")
 def tiny_tokenizer() -> PreTrainedTokenizerFast:
     """The demo model's tokenizer: byte-level BPE with single digits, EOS `<|im_end|>`, as Qwen3's."""
-    from calibft.tiny_model import TinyModelSettings, train_tokenizer, training_chats
+    from calibft.demo.tiny_model import TinyModelSettings, train_tokenizer, training_chats
 
     settings = TinyModelSettings()
     return train_tokenizer(training_chats(), settings.vocab_size, settings.max_position_embeddings)
@@ -47,7 +47,7 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 @pytest.fixture(scope="session")
 def briefly_trained_model(tmp_path_factory) -> Path:
     """A tiny model after 30 training steps (a few seconds): varied answers for the evaluation tests, read only."""
-    from calibft.tiny_model import build_tiny_model
+    from calibft.demo.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("briefly_trained") / "tiny", train_steps=30)
 

@@ -20,7 +20,7 @@ from calibft.cpu import kernels
 from calibft.evals.structured import sample_records, score
 from calibft.grid import GEOMSPACE, prompts
 from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.tiny_model import TinyModelSettings, train_tokenizer, training_chats
+from calibft.demo.tiny_model import TinyModelSettings, train_tokenizer, training_chats
 from calibft.trie import trie_set_for_spaces
 
 SPACES = {

@@ -15,6 +15,7 @@ from transformers import Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGe
 from transformers.generation.logits_process import TopPLogitsWarper
 
 from calibft.chat import ChatOptions, chat_prompt_ids, decode_output
+from calibft.demo.tiny_model import build_tiny_model
 from calibft.generation import (
     SamplingSettings,
     decode,
@@ -27,7 +28,6 @@ from calibft.generation import (
 )
 from calibft.grid import prompts
 from calibft.models import attach_lora, load_model, load_tokenizer
-from calibft.tiny_model import build_tiny_model
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 DRAWS = 3000  # answers per side of a chi-square test

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from calibft import gpirt
 from calibft.cli import main
 from calibft.cpu import numpy_avx512_kernels
+from calibft.evals import gpirt
 
 LB_TASKS = ["truthfulqa", "gsm8k", "winogrande", "arc", "hellaswag"]
 
@@ -158,7 +158,7 @@ def test_estimate_matches_tinybenchmarks(seed, dim, fingerprint, task, scores, e
 
 AVX512_CHILD = """
 import json, sys
-from calibft import gpirt
+from calibft.evals import gpirt
 from calibft.cpu import numpy_avx512_kernels
 cases = json.load(sys.stdin)
 estimates = [gpirt.estimate(gpirt.synthetic_params(seed=s, dim=d), t, y) for s, d, t, y in cases]

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibft.families import family
-from calibft.metrics import (
+from calibft.evals.metrics import (
     family_means,
     family_median,
     parse_number,
@@ -13,6 +12,7 @@ from calibft.metrics import (
     w1_scale,
     wasserstein1,
 )
+from calibft.families import family
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,9 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from calibft.demo.tiny_evaluators import TinyEvaluatorSettings
+from calibft.demo.tiny_evaluators import similarity_classifier as tiny_similarity_classifier
+from calibft.demo.tiny_model import reproducible
 from calibft.evals.noveltybench import (
     THRESHOLDS,
     classifier_inputs,
@@ -27,9 +30,6 @@ from calibft.evals.noveltybench import (
     summarize_prompts,
     utility,
 )
-from calibft.tiny_evaluators import TinyEvaluatorSettings
-from calibft.tiny_evaluators import similarity_classifier as tiny_similarity_classifier
-from calibft.tiny_model import reproducible
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",

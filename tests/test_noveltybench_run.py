@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from calibft.demo.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
+from calibft.demo.tiny_model import OPEN_ENDED_FAVOURITES
 from calibft.evals import noveltybench_run
 from calibft.evals.noveltybench import (
     distinct,
@@ -20,8 +22,6 @@ from calibft.evals.noveltybench_run import GenerationJob, ScoringJob, generate, 
 from calibft.io import read_jsonl
 from calibft.models import load_classifier
 from calibft.protocol import resolve
-from calibft.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
-from calibft.tiny_model import OPEN_ENDED_FAVOURITES
 
 PROMPTS = [
     {"id": "curated-0", "category": "Creativity", "prompt": "Tell me a two-sentence story about a fox."},

@@ -12,11 +12,12 @@ import yaml
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
+from calibft.evals.metrics import across_families, within_families
 from calibft.grid import prompts
-from calibft.metrics import across_families, within_families
+from calibft.objectives import fixed_paths
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
-from calibft.train import TrainJob, fixed_paths
+from calibft.train import TrainJob
 from calibft.train import run as train
 from calibft.trie import trie_set_for_spaces
 from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer

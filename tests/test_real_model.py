@@ -17,9 +17,9 @@ from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.gguf_checkpoint import SOURCE_FILE, convert_gemma3_270m
 from calibft.grid import prompts
 from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.objectives import hard_batch_loss, soft_batch_loss, soft_path_kl
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.packaged import GEMMA3_GGUF_SHA256, gemma3_gguf
-from calibft.train import hard_batch_loss, soft_batch_loss, soft_path_kl
 from calibft.trie import trie_set_for_spaces
 from tests.conftest import assert_saved_as_dequantized
 

@@ -13,8 +13,8 @@ from calibft.evals.structured import StructuredJob, extract_answer, run, sample_
 from calibft.families import family
 from calibft.grid import Prompt, prompts, select
 from calibft.models import load_model, load_tokenizer
+from calibft.objectives import fixed_paths
 from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.train import fixed_paths
 from calibft.trie import TrieSet, trie_set_for_spaces
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}

@@ -10,9 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from calibft.families import FAMILIES
-from calibft.grid import prompts, render_prompt
-from calibft.tiny_model import (
+from calibft.demo.tiny_model import (
     HELD_OUT_KNOWLEDGE,
     OPEN_ENDED_FAVOURITES,
     TinyModelSettings,
@@ -22,6 +20,8 @@ from calibft.tiny_model import (
     train_tokenizer,
     training_chats,
 )
+from calibft.families import FAMILIES
+from calibft.grid import prompts, render_prompt
 
 QUICK = TinyModelSettings(train_steps=3, batch_size=4, log_every=1)
 NUMBER_FAMILIES = ("gaussian", "binomial")  # a continuous and an integer family, unseen parameters

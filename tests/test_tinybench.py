@@ -10,6 +10,7 @@ import torch
 
 from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.evals import tinybench
+from calibft.evals.gpirt import estimate, load_params, write_synthetic_params
 from calibft.evals.tinybench import (
     GPIRT_ROWS,
     STOP_STRINGS,
@@ -41,7 +42,6 @@ from calibft.evals.tinybench import (
     winogrande_messages,
 )
 from calibft.generation import decode, stop_token_ids
-from calibft.gpirt import estimate, load_params, write_synthetic_params
 from calibft.io import read_jsonl, write_jsonl
 from calibft.models import load_model, load_tokenizer
 from calibft.protocol import resolve

@@ -16,13 +16,13 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
 from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.demo.tiny_model import build_tiny_model
 from calibft.grid import prompts, select
 from calibft.models import attach_lora, load_model, load_tokenizer
-from calibft.objectives import completion_logits, make_batch
+from calibft.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.protocol import resolve
-from calibft.tiny_model import build_tiny_model
-from calibft.train import TrainJob, hard_batch_loss, run, soft_batch_loss
+from calibft.train import TrainJob, run
 from calibft.trie import TrieSet, tokenize_values, trie_set_for_spaces
 
 LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
@@ -249,7 +249,7 @@ def test_logits_dtype_losses_behind_mixed_precision_are_the_pure_bf16_models(wor
 
 @pytest.mark.parametrize("objective", ["soft", "hard"])
 def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch, objective):
-    import calibft.train
+    import calibft.objectives
 
     seen = []
 
@@ -261,8 +261,9 @@ def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch
 
         return call
 
-    monkeypatch.setattr(calibft.train, "soft_target_kl", recorder(calibft.train.soft_target_kl))
-    monkeypatch.setattr(calibft.train, "completion_cross_entropy", recorder(calibft.train.completion_cross_entropy))
+    objectives = calibft.objectives
+    monkeypatch.setattr(objectives, "soft_target_kl", recorder(objectives.soft_target_kl))
+    monkeypatch.setattr(objectives, "completion_cross_entropy", recorder(objectives.completion_cross_entropy))
     for switches in ({"numerics": "fp32", "hard_loss_reduction": "sequences"}, {}):
         protocol = resolve({"switches": switches})
         expected = {"numerics": protocol["numerics"]}

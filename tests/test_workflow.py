@@ -59,6 +59,16 @@ def paper_plan() -> str:
     return result.stdout
 
 
+def test_parsing_the_workflow_imports_no_deep_learning_library(tmp_path):
+    """A dry run, and every cluster job's parse, pays no torch import: each library raises on import here."""
+    for library in ("torch", "transformers", "peft"):
+        (tmp_path / f"{library}.py").write_text(f"raise ImportError('{library} is imported')\n")
+    pythonpath = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    result = snakemake("-n", "--forceall", "--profile", "profiles/demo", env={"PYTHONPATH": pythonpath})
+    assert result.returncode == 0, result.stderr
+    assert "Job stats:" in result.stdout
+
+
 def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     counts = job_counts(paper_plan)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
@@ -671,8 +681,8 @@ def test_demo_renders_the_retention_tables_and_figures(demo_data):
 
 
 def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):
+    from calibft.evals.gpirt import estimate, load_params
     from calibft.evals.tinybench import GPIRT_ROWS
-    from calibft.gpirt import estimate, load_params
 
     params = load_params(demo_data / "results" / "irt" / "synthetic.pkl")
     for cond in CONDITIONS:

@@ -1,4 +1,4 @@
-from calibft.gpirt import write_synthetic_params
+from calibft.evals.gpirt import write_synthetic_params
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

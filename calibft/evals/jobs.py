@@ -1,5 +1,5 @@
-"""What every sampling evaluation job shares: the model under test, its sampling settings, its seeds and the
-per-prompt checkpoints that let a preempted job resume.
+"""What every sampling evaluation job shares: the model under test, its sampling settings and its seeds (the
+per-prompt checkpoints that let a preempted job resume are `calibft.checkpoints`).
 
 A job is a frozen dataclass resolved from the config by the workflow and passed as JSON
 (`calibft.io.read_job`). The fields here are common to the open-ended, MCQ and NoveltyBench jobs; each adds
@@ -9,16 +9,13 @@ its own (keyword-only, so that base and job fields may come in any order).
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from calibft.chat import ChatOptions
 from calibft.generation import SamplingSettings, seed_for
 from calibft.generation_defaults import effective_settings, engine_settings, release_request
-from calibft.io import read_jsonl, write_json, write_jsonl
 from calibft.models import load_for_inference, load_tokenizer
 from calibft.protocol import resolve
 from calibft.provenance import write_provenance
@@ -106,46 +103,3 @@ class ModelJob:
             **extra,
             "job": asdict(self),
         }
-
-
-def folder_fingerprint(path: str | None) -> list | None:
-    """(name, size, mtime in ns) of every file of a local folder; None for a Hugging Face id or nothing.
-
-    A model rebuilt at the same path (the demo's tiny model) gets a new fingerprint, without reading weights.
-    """
-    if path is None or not Path(path).is_dir():
-        return None
-    files = sorted(f for f in Path(path).rglob("*") if f.is_file())
-    return [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-
-
-def checkpoint_folder(job) -> Path | None:
-    """The job's checkpoint folder, emptied first when it holds the results of a different job: other settings,
-    or another model or adapter at the same local path."""
-    if job.checkpoint_dir is None:
-        return None
-    folder, stamp = Path(job.checkpoint_dir), {k: v for k, v in asdict(job).items() if k != "checkpoint_dir"}
-    stamp["folders"] = {name: folder_fingerprint(getattr(job, name, None)) for name in ("model", "adapter")}
-    stamped = folder / "job.json"
-    if folder.exists() and (not stamped.exists() or json.loads(stamped.read_text()) != stamp):
-        shutil.rmtree(folder)  # another job's, or of unknown origin
-    write_json(folder / "job.json", stamp)
-    return folder
-
-
-def per_prompt(folder: Path | None, key: str, produce: Callable[[], Sequence[dict]]) -> list[dict]:
-    """One prompt's records: read back from the checkpoint folder when an earlier attempt kept them, else
-    produced and kept there (each prompt has its own seed, so both give the uninterrupted result)."""
-    done = None if folder is None else folder / f"{key}.jsonl.gz"
-    if done is not None and done.exists():
-        return read_jsonl(done)
-    records = list(produce())
-    if done is not None:
-        write_jsonl(done, records)
-    return records
-
-
-def finish_checkpoints(folder: Path | None) -> None:
-    """Drop the checkpoints once the job's outputs are written."""
-    if folder is not None:
-        shutil.rmtree(folder)

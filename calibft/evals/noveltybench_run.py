@@ -27,7 +27,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids
-from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.evals.jobs import ModelJob
 from calibft.evals.noveltybench import (
     reward_scores,
     score_prompt,

@@ -43,7 +43,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.evals.jobs import ModelJob
 from calibft.generation import inference, input_device
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
 

@@ -6,7 +6,7 @@ For one model, condition (base or a recipe's adapter) and split, every prompt (o
 smoke run's few) gets:
 
 - its logit KL (structured only): the trie KL of `logit_kl_paths` fixed paths from the evaluation target,
-  teacher forced (`calibft.train.path_kl`);
+  teacher forced (`calibft.objectives.path_kl`);
 - `samples_per_prompt` answers from the sampling engine, each parsed and checked for validity; the SSOT
   baseline prompts with its instruction as the system message and takes the answer from `answer_pattern`.
 
@@ -30,13 +30,10 @@ import numpy as np
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids
+from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.evals import ssot_release
-from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.families import family
-from calibft.generation import sample_texts
-from calibft.grid import Prompt, prompts, select
-from calibft.io import read_job, write_json, write_jsonl
-from calibft.metrics import (
+from calibft.evals.jobs import ModelJob
+from calibft.evals.metrics import (
     across_families,
     family_means,
     family_median,
@@ -46,8 +43,12 @@ from calibft.metrics import (
     w1_scale,
     wasserstein1,
 )
+from calibft.families import family
+from calibft.generation import sample_texts
+from calibft.grid import Prompt, prompts, select
+from calibft.io import read_job, write_json, write_jsonl
 from calibft.models import padding_id
-from calibft.train import path_kl
+from calibft.objectives import path_kl
 from calibft.trie import TrieSet
 
 EVALUATIONS = ("structured", "ssot")

@@ -1,9 +1,9 @@
 """TinyBenchmarks per-item scoring (REFERENCE section 11): the 100 item scores of one tiny benchmark, in
-dataset row order, for the gp-IRT estimator (`calibft.gpirt`, which this module leaves out).
+dataset row order, for the gp-IRT estimator (`calibft.evals.gpirt`, which this module leaves out).
 
     python -m calibft.evals.tinybench JOB     # JOB: a TinyBenchJob as JSON text or file
 
-Tasks (`TASKS`; names as in `calibft.gpirt.TASKS`), each 100 rows of a Hugging Face dataset that the workflow
+Tasks (`TASKS`; names as in `calibft.evals.gpirt.TASKS`), each 100 rows of a Hugging Face dataset that the workflow
 exports to a JSON-lines file, one row per line in the dataset's own schema:
 
 | task       | dataset (config, split)                                     | score                                  |
@@ -124,10 +124,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from calibft import gpirt
 from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.checks import check_choice
-from calibft.evals.jobs import ModelJob, checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.evals import gpirt
+from calibft.evals.jobs import ModelJob
+from calibft.evals.tinybench_tasks import TASKS, Task
 from calibft.generation import inference, input_device, seed_for, stop_token_ids
 from calibft.generation_defaults import engine_settings
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
@@ -160,21 +162,6 @@ RELEASE_STRICT = re.compile(r"####\s*([^\r\n]+)")
 RELEASE_DECIMAL = Context(prec=28, rounding=ROUND_HALF_EVEN, traps=[InvalidOperation])
 
 
-@dataclass(frozen=True)
-class Task:
-    """One tiny benchmark: where its rows come from and how an item is scored."""
-
-    dataset: str  # Hugging Face dataset id
-    config: str | None  # its configuration (None: the default one)
-    split: str
-    kind: str  # "letters", "acc_norm", "mc2", "partial" (log-likelihood) or "generate"
-    metrics: tuple[str, ...]  # the per-item metrics stored; the first is the item's `score`
-
-    @property
-    def loglik(self) -> bool:
-        return self.kind != "generate"
-
-
 # The rows of summary.json: a task's gp-IRT from one of its metrics; GSM8K twice, strict and flexible, as the paper
 # reports both (tab:retention-summary), from the same IRT scenario.
 GPIRT_ROWS: dict[str, tuple[str, str]] = {
@@ -184,14 +171,6 @@ GPIRT_ROWS: dict[str, tuple[str, str]] = {
     "winogrande": ("winogrande", "acc"),
     "gsm8k_strict": ("gsm8k", "strict"),
     "gsm8k_flexible": ("gsm8k", "flexible"),
-}
-
-TASKS: dict[str, Task] = {
-    "mmlu": Task("tinyBenchmarks/tinyMMLU", "all", "test", "letters", ("acc",)),
-    "hellaswag": Task("tinyBenchmarks/tinyHellaswag", None, "validation", "acc_norm", ("acc_norm", "acc")),
-    "truthfulqa": Task("tinyBenchmarks/tinyTruthfulQA", "multiple_choice", "validation", "mc2", ("mc2",)),
-    "winogrande": Task("tinyBenchmarks/tinyWinogrande", "winogrande_xl", "validation", "partial", ("acc",)),
-    "gsm8k": Task("tinyBenchmarks/tinyGSM8k", "main", "test", "generate", ("strict", "flexible")),
 }
 
 

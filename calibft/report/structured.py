@@ -31,9 +31,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from calibft.checks import check_choice
+from calibft.evals.metrics import within_families
 from calibft.families import family
 from calibft.grid import Prompt, prompts
-from calibft.metrics import within_families
 from calibft.report.config_tables import SYMBOLS
 from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
 from calibft.report.tables import Table, format_number

@@ -29,8 +29,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from calibft.evals.noveltybench import CLASSIFIER_THRESHOLD, similarity_probability
-from calibft.tiny_model import (
+from calibft.demo.tiny_model import (
     OPEN_ENDED_FAVOURITES,
     open_ended_chats,
     reproducible,
@@ -38,6 +37,7 @@ from calibft.tiny_model import (
     settings_from_dict,
     training_chats,
 )
+from calibft.evals.noveltybench import CLASSIFIER_THRESHOLD, similarity_probability
 
 KINDS = ("similarity_classifier", "reward_model")
 # Head weight std per kind: equivalence probabilities spread around 0.1, rewards around the thresholds' range.
