@@ -49,7 +49,7 @@ check_config(config)
 HUB_CHECKPOINTS = hub_checkpoints(config)
 PROTOCOL = resolve(config["protocol"])
 OUT = protocol_root(config["protocol"])
-# logs/ and benchmarks/results/ of release; logs/protocols/{name}/ and so on of any other protocol
+# logs/ of release, logs/protocols/{name}/ of any other protocol
 _PROTOCOL_FOLDER = (
     ""
     if OUT == "results"
@@ -67,7 +67,8 @@ def out_log(path):
 
 
 def out_benchmark(path):
-    return os.path.join("benchmarks", "results", _PROTOCOL_FOLDER, path)
+    """Snakemake's timing of a heavy job (`benchmark:`), beside the logs."""
+    return out_log(os.path.join("benchmarks", path))
 
 
 SPLITS = ["train", "unseen", "ood"]

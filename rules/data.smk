@@ -18,7 +18,7 @@ rule output_space:
     log:
         "logs/output_spaces/{space}/{split}.log",
     benchmark:
-        "benchmarks/results/output_spaces/{space}/{split}.tsv"
+        "logs/benchmarks/output_spaces/{space}/{split}.tsv"
     conda:
         "../envs/calibft.yaml"
     threads: data_resources("threads")
@@ -40,7 +40,7 @@ rule trie:
     log:
         "logs/tries/{tokenizer}/{space}/{split}.log",
     benchmark:
-        "benchmarks/results/tries/{tokenizer}/{space}/{split}.tsv"
+        "logs/benchmarks/tries/{tokenizer}/{space}/{split}.tsv"
     conda:
         "../envs/calibft.yaml"
     threads: data_resources("threads")
@@ -62,7 +62,7 @@ rule grid_granularity:
     log:
         "logs/granularity/costs.log",
     benchmark:
-        "benchmarks/results/granularity/costs.tsv"
+        "logs/benchmarks/granularity/costs.tsv"
     conda:
         "../envs/calibft.yaml"
     threads: data_resources("threads")

@@ -4,7 +4,7 @@ rule build_tiny_model:
     log:
         "logs/models/{name}.log",
     benchmark:
-        "benchmarks/results/models/{name}.tsv"
+        "logs/benchmarks/models/{name}.tsv"
     conda:
         "../envs/calibft.yaml"
     threads: tiny_model_threads
@@ -23,7 +23,7 @@ rule packaged_model:
     log:
         "logs/models/{packaged_model}.log",
     benchmark:
-        "benchmarks/results/models/{packaged_model}.tsv"
+        "logs/benchmarks/models/{packaged_model}.tsv"
     conda:
         "../envs/calibft.yaml"
     resources:

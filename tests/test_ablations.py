@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from calibft.report.ablations import ablation_table, recipe_columns
-from calibft.report.tables import to_latex
+from calibft.artifacts.ablations import ablation_table, recipe_columns
+from calibft.artifacts.tables import to_latex
 
 
 def _run(split: str, w1: float | None) -> dict:

@@ -2,7 +2,7 @@ import json
 
 import numpy as np
 
-from calibft.report.figures import _smooth, save_figure, training_curves
+from calibft.artifacts.figures import _smooth, save_figure, training_curves
 
 
 def test_training_curves_are_written_as_pdf_and_png(tmp_path):

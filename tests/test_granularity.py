@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from calibft.artifacts.granularity import grid_granularity_table
+from calibft.artifacts.tables import to_csv, to_latex, to_markdown
 from calibft.granularity import (
     ConstructionCost,
     construction_cost,
@@ -14,8 +16,6 @@ from calibft.granularity import (
 )
 from calibft.grid import evenly_spaced, prompts, select
 from calibft.output_space import build_output_space
-from calibft.report.granularity import grid_granularity_table
-from calibft.report.tables import to_csv, to_latex, to_markdown
 from calibft.trie import build_trie, tokenize_values
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.method_figure import method_figure, token_text, trie_layout
 from calibft.grid import prompts, select
-from calibft.report.figures import save_figure
-from calibft.report.method_figure import method_figure, token_text, trie_layout
 from calibft.trie import TokenizedValues, build_trie
 
 

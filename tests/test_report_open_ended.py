@@ -2,8 +2,8 @@ from collections import Counter
 
 import pytest
 
-from calibft.report.figures import save_figure
-from calibft.report.open_ended import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.open_ended import (
     answer_counts,
     open_multi_threshold_figure,
     open_qualitative_figure,
@@ -209,7 +209,7 @@ def test_figures_save(tmp_path):
 
 
 def test_panels_are_named_by_the_category_of_the_authors_prompt_forms():
-    from calibft.report.open_ended import _prompt_name
+    from calibft.artifacts.open_ended import _prompt_name
 
     assert _prompt_name("Think of a random mammal. Output ONLY the answer.") == "mammal"
     assert _prompt_name("Choose a random piece of clothing. Output ONLY the answer.") == "piece of clothing"

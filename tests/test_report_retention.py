@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from calibft.report.figures import save_figure
-from calibft.report.retention import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.retention import (
     GPIRT_FIGURE_NAME,
     SLICE_TITLES,
     format_bpb,
@@ -19,7 +19,7 @@ from calibft.report.retention import (
     retention_table,
     retention_transfer_table,
 )
-from calibft.report.tables import to_latex, to_markdown, write_table
+from calibft.artifacts.tables import to_latex, to_markdown, write_table
 
 CONDITIONS = ("base", "soft", "hard")
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}

@@ -8,10 +8,8 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
-from calibft.families import family
-from calibft.grid import prompts
-from calibft.report.figures import save_figure
-from calibft.report.structured import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.structured import (
     PEAK_FACTOR,
     W1_CLIP,
     best_cells,
@@ -28,7 +26,9 @@ from calibft.report.structured import (
     structured_table,
     valid_values,
 )
-from calibft.report.tables import to_latex, to_markdown, write_table
+from calibft.artifacts.tables import to_latex, to_markdown, write_table
+from calibft.families import family
+from calibft.grid import prompts
 
 CONDITIONS = ("base", "soft", "hard")
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard", "ssot": "SSOT"}

@@ -3,10 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from calibft.evals.mcq import summarize
-from calibft.evals.noveltybench import utility
-from calibft.report.tables import to_latex, to_markdown, write_table
-from calibft.report.transfer import (
+from calibft.artifacts.tables import to_latex, to_markdown, write_table
+from calibft.artifacts.transfer import (
     QualitativeCase,
     case_rows,
     format_support,
@@ -21,6 +19,8 @@ from calibft.report.transfer import (
     representatives,
     truncate,
 )
+from calibft.evals.mcq import summarize
+from calibft.evals.noveltybench import utility
 
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
 MODEL_TITLES = {"qwen": "Qwen3-0.6B", "gemma": "Gemma-3-1B-it", "m1": "Model-One", "m2": "Model-Two"}

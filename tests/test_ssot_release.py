@@ -17,7 +17,7 @@ from calibft.evals.ssot_release import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "fixtures" / "ssot" / "ssot_prompts.py"
+FIXTURE = ROOT / "profiles" / "demo" / "fixtures" / "ssot" / "ssot_prompts.py"
 RELEASE = Path("/tmp/release")  # a clone of the authors' release at the pinned commit, where there is one
 RELEASE_PATH = "src/random_steering/inference/ssot_prompts.py"
 NAMES = {"_PIF_SYSTEM_PROMPT", "_DAG_SYSTEM_PROMPT", "_GPT_OSS_PIF_DEVELOPER_PROMPT", "_GPT_OSS_DAG_DEVELOPER_PROMPT"}

@@ -7,9 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from calibft.families import FAMILIES
-from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
-from calibft.report.config_tables import (
+from calibft.artifacts.config_tables import (
     AXES_OF_PARAMS,
     BENCHMARK_ROWS,
     benchmark_distributions,
@@ -19,7 +17,9 @@ from calibft.report.config_tables import (
     shared_hyperparams,
     training_hardware,
 )
-from calibft.report.tables import Table, format_number, latex_escape, table_name, to_latex, to_markdown, write_table
+from calibft.artifacts.tables import Table, format_number, latex_escape, table_name, to_latex, to_markdown, write_table
+from calibft.families import FAMILIES
+from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -327,7 +327,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     table = Table(pd.DataFrame({"a": [1]}), "tab:x")
     write_table(table, tmp_path)
     before = (tmp_path / "x.md").read_text()
-    monkeypatch.setattr("calibft.report.tables.to_markdown", lambda t: 1 / 0)
+    monkeypatch.setattr("calibft.artifacts.tables.to_markdown", lambda t: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         write_table(Table(pd.DataFrame({"a": [2]}), "tab:x"), tmp_path)
     assert (tmp_path / "x.md").read_text() == before

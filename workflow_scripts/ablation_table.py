@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
+from calibft.artifacts.ablations import ablation_table, recipe_columns
+from calibft.artifacts.tables import write_table
 from calibft.io import read_runs
-from calibft.report.ablations import ablation_table, recipe_columns
-from calibft.report.tables import write_table
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from calibft.report.config_tables import config_tables
-from calibft.report.tables import write_table
+from calibft.artifacts.config_tables import config_tables
+from calibft.artifacts.tables import write_table
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

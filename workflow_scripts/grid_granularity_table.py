@@ -1,8 +1,8 @@
 from pathlib import Path
 
+from calibft.artifacts.granularity import grid_granularity_table
+from calibft.artifacts.tables import write_table
 from calibft.granularity import read_costs
-from calibft.report.granularity import grid_granularity_table
-from calibft.report.tables import write_table
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

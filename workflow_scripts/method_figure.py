@@ -1,9 +1,9 @@
 from pathlib import Path
 
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.method_figure import method_figure
 from calibft.grid import prompts, select
 from calibft.models import load_tokenizer
-from calibft.report.figures import save_figure
-from calibft.report.method_figure import method_figure
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

@@ -2,9 +2,8 @@
 
 from pathlib import Path
 
-from calibft.io import read_runs
-from calibft.report.figures import save_figure
-from calibft.report.retention import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.retention import (
     gpirt_per_task_figure,
     paloma_figure,
     paloma_figure_name,
@@ -13,7 +12,8 @@ from calibft.report.retention import (
     retention_table,
     retention_transfer_table,
 )
-from calibft.report.tables import write_table
+from calibft.artifacts.tables import write_table
+from calibft.io import read_runs
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

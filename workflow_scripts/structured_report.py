@@ -4,10 +4,8 @@ structured_sampling_figure, per_distribution_figure and the two qualitative figu
 import json
 from pathlib import Path
 
-from calibft.grid import prompts, select
-from calibft.io import read_runs
-from calibft.report.figures import save_figure
-from calibft.report.structured import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.structured import (
     per_distribution_figure,
     per_distribution_name,
     qualitative_figure,
@@ -16,7 +14,9 @@ from calibft.report.structured import (
     structured_table,
     valid_values,
 )
-from calibft.report.tables import write_table
+from calibft.artifacts.tables import write_table
+from calibft.grid import prompts, select
+from calibft.io import read_runs
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from calibft.report.figures import save_figure, training_curves
+from calibft.artifacts.figures import save_figure, training_curves
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

@@ -5,15 +5,14 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from calibft.io import read_jsonl, read_runs, write_json
-from calibft.report.figures import save_figure
-from calibft.report.open_ended import (
+from calibft.artifacts.figures import save_figure
+from calibft.artifacts.open_ended import (
     answer_counts,
     open_multi_threshold_figure,
     open_qualitative_figure,
 )
-from calibft.report.tables import table_name, write_table
-from calibft.report.transfer import (
+from calibft.artifacts.tables import table_name, write_table
+from calibft.artifacts.transfer import (
     QualitativeCase,
     case_rows,
     generative_distribution_table,
@@ -22,6 +21,7 @@ from calibft.report.transfer import (
     qualitative_cases,
     qualitative_table,
 )
+from calibft.io import read_jsonl, read_runs, write_json
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])

@@ -4,7 +4,7 @@ switch `ssot_prompt: release`): their system prompts and their answer extraction
 The prompts are the authors' text, not this project's: rule `ssot_prompts` downloads their
 `inference/ssot_prompts.py` at the pinned commit (`calibft.assets.SSOT_PROMPTS`), and `read_prompts` takes
 its module-level string assignments without running the file. The offline demo reads
-`fixtures/ssot/ssot_prompts.py`, which has the same names in the project's own words.
+`profiles/demo/fixtures/ssot/ssot_prompts.py`, which has the same names in the project's own words.
 
 What the release keys on (`inference/ssot_adapters.py`): a model family inferred from the checkpoint name
 (qwen3, gpt_oss, llama, gemma, default). For the structured benchmark (mode `pif_numeric`) only GPT-OSS

@@ -7,8 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from calibft.artifacts.tables import Table
 from calibft.granularity import ConstructionCost
-from calibft.report.tables import Table
 
 CAPTION = (
     "Construction cost for the discretization-precision grid profiled in the granularity sweep. We report mean "

@@ -303,7 +303,7 @@ def to_latex(table: Table) -> str:
     code = {i for i, column in enumerate(frame.columns) if column in table.code}
     environment = "table*" if table.wide else "table"
     lines = [
-        f"% {table.name}: written by calibft.report.tables; change the code that builds it, not this file.",
+        f"% {table.name}: written by calibft.artifacts.tables; change the code that builds it, not this file.",
         f"\\begin{{{environment}}}[htbp]",
         "\\centering",
         *([f"\\{table.font_size}"] if table.font_size else []),

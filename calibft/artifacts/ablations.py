@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from calibft.report.structured import aggregates, best_cells, format_w1
-from calibft.report.tables import Table
+from calibft.artifacts.structured import aggregates, best_cells, format_w1
+from calibft.artifacts.tables import Table
 
 SPLIT_COLUMNS = {"ood": "OOD W₁ ↓", "unseen": "Unseen W₁ ↓"}
 

@@ -37,15 +37,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from calibft.checks import check_choice
-from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
-from calibft.report.structured import (
+from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
+from calibft.artifacts.structured import (
     CONDITION_TEXT,
     condition_colors,
     format_decimals,
     grouped_table,
 )
-from calibft.report.tables import Table
+from calibft.artifacts.tables import Table
+from calibft.checks import check_choice
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> summary.json
 

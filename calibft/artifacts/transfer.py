@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.artifacts.structured import CONDITION_TEXT, format_decimals, format_rate, grouped_table
+from calibft.artifacts.tables import Table, latex_escape
 from calibft.checks import check_choice
 from calibft.evals.noveltybench import distinct as count_distinct
 from calibft.evals.noveltybench import summarize_prompts
 from calibft.evals.noveltybench import utility as prompt_utility
-from calibft.report.structured import CONDITION_TEXT, format_decimals, format_rate, grouped_table
-from calibft.report.tables import Table, latex_escape
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 Rows = Sequence[Mapping[str, Any]]

@@ -30,13 +30,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from calibft.artifacts.config_tables import SYMBOLS
+from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
+from calibft.artifacts.tables import Table, format_number
 from calibft.checks import check_choice
 from calibft.evals.metrics import within_families
 from calibft.families import family
 from calibft.grid import Prompt, prompts
-from calibft.report.config_tables import SYMBOLS
-from calibft.report.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
-from calibft.report.tables import Table, format_number
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.artifacts.tables import Table, format_number
 from calibft.batching import total_steps
 from calibft.families import FAMILIES
 from calibft.grid import OOD_PARAMS, TRAIN_AXES, UNSEEN_PARAMS, prompts
 from calibft.output_space import QUANTILE_RANGE
-from calibft.report.tables import Table, format_number
 
 # What each objective optimizes (calibft.objectives), in the paper's words.
 OBJECTIVES = {"soft": "Trie-induced KL", "hard": "Completion CE"}
@@ -269,7 +269,7 @@ def benchmark_distributions() -> pd.DataFrame:
 
 
 def config_tables(config: Mapping, recipes: Sequence[str] | None = None) -> list[Table]:
-    """The three tables, ready for calibft.report.tables.write_table."""
+    """The three tables, ready for calibft.artifacts.tables.write_table."""
     families = benchmark_distributions()
     return [
         Table(shared_hyperparams(config, recipes), "tab:shared-hyperparams", SHARED_CAPTION),
