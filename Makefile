@@ -4,15 +4,16 @@
 #   make smoke  # the whole workflow on the CPU with Gemma-3-270M, smallest budgets (profiles/smoke)
 #   make mini   # the structured-sampling result on SmolLM2-135M-Instruct and Gemma-3-270M (profiles/mini)
 #   make mini-gpu   # the same on one GPU with the paper's recipes and sampling budget (profiles/mini-gpu)
-#   make test   # the test suite
-#   make test-avx2   # the test suite as on a CPU without AVX-512 (calibft cpu --as-avx2)
+#   make test   # the fast tier: the library's tests, no Snakemake run (a few minutes)
+#   make test-all   # the fast tier, then the workflow tier (dry runs, the demo inside pytest): what CI runs
+#   make test-avx2   # both tiers as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo smoke mini mini-gpu test test-avx2 lint benchmark
+.PHONY: setup demo smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +45,12 @@ mini-gpu: $(STAMP)
 	$(BIN)/snakemake --profile profiles/mini-gpu structured --report results/report.html
 
 test: $(STAMP)
-	$(PYTEST)
+	$(PYTEST) -m "not workflow"
+
+test-workflow: $(STAMP)
+	$(PYTEST) -m workflow
+
+test-all: test test-workflow
 
 test-avx2: $(STAMP)
 	$(BIN)/calibft cpu --as-avx2 $(PYTEST)

@@ -113,7 +113,7 @@ def test_estimate_matches_the_loop_formulas(params, task):
 # upstream's operations. With scipy's expit (the C library's exp) for upstream's 1 / (1 + np.exp(-z)), they agreed
 # under the pinned kernels, where numpy's exp is the C library's, and differed by up to 5e-4 in p-IRT (ARC's and the
 # other tasks') under numpy's AVX-512 exp.
-UPSTREAM_FILE = Path(__file__).parent / "fixtures" / "gpirt_tinybenchmarks" / "tinybenchmarks_estimates.json"
+UPSTREAM_FILE = Path(__file__).parents[1] / "fixtures" / "gpirt_tinybenchmarks" / "tinybenchmarks_estimates.json"
 UPSTREAM = json.loads(UPSTREAM_FILE.read_text())
 UPSTREAM_CASES = [
     pytest.param(

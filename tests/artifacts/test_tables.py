@@ -21,7 +21,7 @@ from calibft.artifacts.tables import Table, format_number, latex_escape, table_n
 from calibft.families import FAMILIES
 from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PAPER_SHARED = {
     "Fine-tuning method": "LoRA",

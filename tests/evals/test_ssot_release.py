@@ -16,7 +16,7 @@ from calibft.evals.ssot_release import (
     system_message,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "profiles" / "demo" / "fixtures" / "ssot" / "ssot_prompts.py"
 RELEASE = Path("/tmp/release")  # a clone of the authors' release at the pinned commit, where there is one
 RELEASE_PATH = "src/random_steering/inference/ssot_prompts.py"

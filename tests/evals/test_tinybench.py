@@ -50,7 +50,7 @@ from calibft.protocol import resolve
 GENERATION_DEFAULTS = {
     case["name"]: case
     for case in json.loads(
-        (Path(__file__).parent / "fixtures" / "generation_defaults" / "transformers_4_57_6.json").read_text()
+        (Path(__file__).parents[1] / "fixtures" / "generation_defaults" / "transformers_4_57_6.json").read_text()
     )["cases"]
 }
 CHAT = {"template_kwargs": {"enable_thinking": False}}

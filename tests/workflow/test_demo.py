@@ -1,0 +1,355 @@
+"""The demo as its users run it: every rule on the tiny model, and what its results must show."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from calibft.granularity import read_costs
+from calibft.grid import prompts
+from calibft.io import read_jsonl
+from calibft.output_space import SpaceSet, build_output_space
+from calibft.trie import TrieSet
+from tests.workflow.runner import REPO, job_counts, readme_blocks, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
+    workdir = tmp_path_factory.mktemp("demo")
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    # About 8 minutes on 2 free cores (DESIGN.md asks for at most 10); the other test worker shares them.
+    result = snakemake("--profile", profile, "--directory", str(workdir), "--snakefile", snakefile, timeout=2400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return workdir
+
+
+def test_demo_run_writes_the_data_layer(demo_data):
+    for split in ("train", "unseen", "ood"):
+        records = read_jsonl(demo_data / "results" / "prompts" / f"{split}.jsonl")
+        assert [r["prompt"] for r in records] == [p.prompt for p in prompts(split)]
+    spaces = SpaceSet.load(demo_data / "results" / "output_spaces" / "eval" / "ood.npz")
+    assert spaces.metadata == {"decimals": 5, "max_bins": 16384}
+    expected = build_output_space("chi", {"df": 10.0}, 5, 16384)
+    assert spaces.space(spaces.index("chi-002")).strings() == expected.strings()
+    tries = TrieSet.load(demo_data / "results" / "tries" / "tiny" / "soft" / "train.npz")
+    assert len(tries) == 1988 and tries.metadata["max_bins"] == 1001
+    assert tries.metadata["tokenizer"] == "results/models/tiny"
+    trie = tries.trie(tries.index("gaussian-060"))
+    np.testing.assert_allclose(trie.node_mass[0], 1.0)
+    for name in ("prompts/train", "output_spaces/soft/train", "tries/tiny/soft/train", "models/tiny"):
+        assert (demo_data / "logs" / f"{name}.log").is_file(), name
+
+
+# The demo's outcome tests assert what holds with a margin over seeds and CPUs: each threshold lies at least 3
+# standard deviations beyond the mean of its figure over 12 measurements (seeds 11, 12 and 13, natively and as a
+# CPU without AVX-512, soft and hard; `python benchmarks/structured_spread.py demo`, README "The demo's spread").
+
+
+@pytest.mark.parametrize("recipe", ["soft", "hard"])
+def test_demo_training_lowers_the_unseen_parameter_kl_by_40_percent(demo_data, recipe):
+    # after / before: 0.39 to 0.51, mean 0.44, standard deviation 0.04
+    adapter = demo_data / "results" / "adapters" / "tiny" / recipe
+    run = json.loads((adapter / "run.json").read_text())
+    assert run["unseen_soft_kl_after"] < 0.6 * run["unseen_soft_kl_before"], run
+    assert (adapter / "adapter_model.safetensors").stat().st_size > 0
+    log = read_jsonl(adapter / "train_log.jsonl")
+    assert [r["step"] for r in log] == list(range(1, run["steps"] + 1))
+    assert {"step", "epoch", "loss", "lr", "tokens_per_s"} <= log[0].keys()
+
+
+def test_demo_renders_the_configuration_tables_training_curves_and_method_figure(demo_data):
+    tables = demo_data / "results" / "tables"
+    for name in ("shared_hyperparams", "method_hyperparams", "benchmark_distributions"):
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    assert "tab:method-hyperparams" in (tables / "method_hyperparams.tex").read_text()
+    figures = demo_data / "results" / "figures"
+    for name in ("training_curves", "method"):
+        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (figures / f"{name}.pdf").stat().st_size > 0, name
+
+
+def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_data):
+    costs, metadata = read_costs(demo_data / "results" / "granularity" / "costs.json")
+    assert [(c.decimals, c.max_bins) for c in costs] == [
+        (d, b) for d in (2, 3, 4, 5, 6) for b in (1001, 2048, 4096, 8192, 16384)
+    ]
+    assert metadata["tokenizer"] == "qwen3" and len(metadata["prompt_ids"]) == 4
+    # the d=5, 16384-bin row measured the evaluation's own spaces
+    spaces = {
+        split: SpaceSet.load(demo_data / "results" / "output_spaces" / "eval" / f"{split}.npz")
+        for split in ("unseen", "ood")
+    }
+    sizes = [
+        len(spaces[split].space(spaces[split].index(pid)).probs)
+        for pid in metadata["prompt_ids"]
+        for split in ("unseen", "ood")
+        if pid in spaces[split].ids
+    ]
+    reference = next(c for c in costs if (c.decimals, c.max_bins) == (5, 16384))
+    assert len(sizes) == 4 and reference.mean_values == np.mean(sizes)
+    table = (demo_data / "results" / "tables" / "grid_granularity.tex").read_text()
+    assert "\\label{tab:grid-granularity}" in table
+    shaded = table.split("\\rowcolor")[1].splitlines()[1]
+    assert shaded.startswith("5 & 16384 &"), shaded
+    assert table.count("\\rowcolor") == 1
+
+
+@pytest.mark.parametrize(
+    "table,recipes",
+    [("grid_ablation", ["soft_d2_b1001", "soft_d3_b1001", "soft"]), ("hard_label_ablation", ["hard_d3_b1001", "hard"])],
+)
+def test_demo_ablation_tables_show_each_recipes_evaluation(demo_data, table, recipes):
+    rows = pd.read_csv(demo_data / "results" / "tables" / f"{table}.csv")
+    assert len(rows) == len(recipes)
+    for (_, row), recipe in zip(rows.iterrows(), recipes, strict=True):
+        for split, column in (("ood", "OOD W₁ ↓"), ("unseen", "Unseen W₁ ↓")):
+            aggregate = _structured(demo_data, recipe, split)["aggregate"]
+            assert row[column] == pytest.approx(aggregate["w1_norm"]), (recipe, split)
+    assert list(rows["d"]) == ([2, 3, 5] if table == "grid_ablation" else [3, 5])
+    tex = (demo_data / "results" / "tables" / f"{table}.tex").read_text()
+    assert tex.count("\\rowcolor") == 1  # the final recipe
+    figure = demo_data / "results" / "figures" / "appendix_num_decimals_qualitative.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+CONDITIONS = ("base", "soft", "hard")
+
+
+def _structured(demo_data: Path, cond: str, split: str) -> dict:
+    return json.loads(
+        (demo_data / "results" / "eval" / "tiny" / cond / "structured" / split / "metrics.json").read_text()
+    )
+
+
+# tuned / base logit KL: unseen parameters 0.46 to 0.73 (mean 0.57, standard deviation 0.09), held-out families
+# 0.67 to 0.90 (0.76, 0.07). Normalized W1 is not asserted: its ratio on unseen parameters spans 0.88 to 1.54
+# (README Status).
+LOGIT_KL_RATIO_BELOW = {"unseen": 0.9, "ood": 1.0}
+
+
+@pytest.mark.parametrize("split", ["unseen", "ood"])
+@pytest.mark.parametrize("recipe", ["soft", "hard"])
+def test_demo_fine_tuning_lowers_the_logit_kl(demo_data, recipe, split):
+    base, tuned = (_structured(demo_data, cond, split)["aggregate"] for cond in ("base", recipe))
+    assert tuned["logit_kl"] < LOGIT_KL_RATIO_BELOW[split] * base["logit_kl"], (base, tuned)
+    assert tuned["valid_rate"] > 0.8, tuned  # 0.86 to 0.91 (mean 0.89, standard deviation 0.015)
+
+
+def test_demo_structured_outputs_follow_the_artifact_contract(demo_data):
+    for split in ("unseen", "ood"):
+        for cond in CONDITIONS:
+            folder = demo_data / "results" / "eval" / "tiny" / cond / "structured" / split
+            samples = read_jsonl(folder / "samples.jsonl.gz")
+            assert len(samples) == len(prompts(split)) * 200
+            assert len(read_jsonl(folder / "logit_kl.jsonl")) == len(prompts(split))
+        ssot = json.loads(
+            (demo_data / "results" / "eval" / "tiny" / "base" / "ssot" / split / "metrics.json").read_text()
+        )
+        assert ssot["evaluation"] == "ssot" and ssot["aggregate"]["logit_kl"] is None
+        assert len(ssot["prompts"]) == len(prompts(split))
+
+
+def test_demo_renders_the_structured_tables_and_figures(demo_data):
+    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
+    for name in ("main_ood", "main_unseen", "ssot_structured_ood", "ssot_structured_unseen"):
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    assert "tab:main-ood" in (tables / "main_ood.tex").read_text()
+    assert "Tiny (demo)" in (tables / "main_unseen.md").read_text()
+    names = ["main_structured_sampling", "main_ood_qualitative", "appendix_ssot_qualitative"]
+    names += [f"appendix_{split}_{metric}_per_dist" for split in ("ood", "unseen") for metric in ("w1", "kl")]
+    for name in names:
+        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+
+
+def test_readme_python_examples_run_on_the_demo_results(demo_data, monkeypatch):
+    monkeypatch.chdir(demo_data)
+    blocks = readme_blocks("python")
+    assert len(blocks) == 2
+    namespaces: list[dict] = [{} for _ in blocks]
+    for block, namespace in zip(blocks, namespaces, strict=True):
+        exec(compile(block, "README.md", "exec"), namespace)
+        np.testing.assert_allclose(namespace["q"].sum(), 1.0)
+    (metrics,) = [namespace["metrics"] for namespace in namespaces if "metrics" in namespace]
+    assert metrics["samples"] == 200 and metrics["valid_rate"] > 0.5
+
+
+def test_demo_report_holds_every_table_and_figure_with_its_caption(demo_data):
+    report = demo_data / "results" / "report.html"
+    result = snakemake(
+        "--profile", str(REPO / "profiles" / "demo"), "--directory", str(demo_data),
+        "--snakefile", str(REPO / "Snakefile"), "--report", str(report),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "WARNING" not in result.stderr  # captions are valid reStructuredText
+    html = report.read_text()
+    rendered = [p.name for p in (demo_data / "results" / "tables").glob("*.tex")]
+    rendered += [p.name for p in (demo_data / "results" / "figures").glob("*.pdf")]
+    assert len(rendered) > 30
+    assert all(f'"filename": "{name}"' in html for name in rendered), rendered
+    captions = yaml.safe_load((REPO / "report" / "captions.yaml").read_text())
+    for name in ("main_ood", "method", "grid_ablation", "config_tables", "noveltybench_qualitative_soft"):
+        assert captions[name][:60] in html, name
+    assert "Every table and figure of" in html  # the workflow's description
+
+
+def test_demo_fine_tuning_diversifies_open_ended_answers(demo_data):
+    aggregate = {
+        cond: json.loads((demo_data / "results" / "eval" / "tiny" / cond / "open_ended" / "metrics.json").read_text())[
+            "aggregate"
+        ]
+        for cond in CONDITIONS
+    }
+    # both objectives raise the share of distinct answers; the soft one also broadens the first-token support
+    # (the paper too finds soft-target training the stronger on open-ended generation)
+    for cond in ("soft", "hard"):
+        assert aggregate[cond]["unique_fraction"] > aggregate["base"]["unique_fraction"], aggregate
+    assert aggregate["soft"]["support"] > aggregate["base"]["support"], aggregate
+    samples = read_jsonl(demo_data / "results" / "eval" / "tiny" / "base" / "open_ended" / "samples.jsonl.gz")
+    assert len(samples) == 6 * 100
+
+
+def test_demo_renders_the_transfer_tables_and_figures(demo_data):
+    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
+    names = ["generative_distribution_summary", "noveltybench_summary", "mcq_summary"]
+    cases = json.loads((tables / "noveltybench_qualitative_cases.json").read_text())
+    assert [case["regime"] for case in cases] == ["soft"] * 3 + ["hard"] * 3 + ["base"] * 3
+    assert all(case["label"] == f"tab:noveltybench-qualitative-{case['regime']}-tiny-curated-{case['index']}"
+               for case in cases)  # fmt: skip
+    names += [case["name"] for case in cases]
+    for name in names:
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    for name in ("appendix_open_multi_threshold", "appendix_open_qualitative"):
+        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+
+
+def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
+    from calibft.evals.mcq import score as mcq_score
+    from calibft.evals.noveltybench import summarize_prompts, utility
+
+    for cond in CONDITIONS:
+        folder = demo_data / "results" / "eval" / "tiny" / cond
+        mcq = json.loads((folder / "mcq" / "metrics.json").read_text())
+        samples = read_jsonl(folder / "mcq" / "generations.jsonl.gz")
+        assert len(samples) == mcq["n"] == 200
+        assert {k: mcq[k] for k in ("parsed", "tv", "failures")} == {
+            k: v for k, v in mcq_score(samples).items() if k in ("parsed", "tv", "failures")
+        }
+        for split, count in (("curated", 5), ("wildchat", 3)):
+            rows = read_jsonl(folder / "noveltybench" / split / "scores.jsonl")
+            generations = read_jsonl(folder / "noveltybench" / split / "generations.jsonl.gz")
+            assert [r["generations"] for r in rows] == [g["generations"] for g in generations]
+            assert len(rows) == count and all(len(r["generations"]) == 10 for r in rows)
+            assert all(r["utility"] == pytest.approx(utility(r["class_ids"], r["ratings"])) for r in rows)
+            summary = json.loads((folder / "noveltybench" / split / "summary.json").read_text())
+            assert summary["utility"] == pytest.approx(summarize_prompts(rows)["pooled"]["utility"])
+
+
+def test_demo_renders_the_retention_tables_and_figures(demo_data):
+    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
+    for name in ("retention_transfer_summary", "retention_summary", "paloma_model_summary", "paloma_slice_summary"):
+        for suffix in ("tex", "csv", "md"):
+            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
+    for name in ("appendix_retention_gpirt_per_task", "appendix_paloma_perplexity", "appendix_paloma_bpb"):
+        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+
+
+def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):
+    from calibft.evals.gpirt import estimate, load_params
+    from calibft.evals.tinybench import GPIRT_ROWS
+
+    params = load_params(demo_data / "results" / "irt" / "synthetic.pkl")
+    for cond in CONDITIONS:
+        folder = demo_data / "results" / "eval" / "tiny" / cond
+        gpirt = json.loads((folder / "tinybench" / "summary.json").read_text())
+        assert list(gpirt["tasks"]) == list(GPIRT_ROWS)
+        for row, result in gpirt["tasks"].items():
+            task, metric = GPIRT_ROWS[row]
+            scores = json.loads((folder / "tinybench" / task / "scores.json").read_text())["metrics"][metric]
+            assert len(scores["scores"]) == 4
+            assert {k: result[k] for k in ("irt", "pirt", "gpirt")} == estimate(params, task, scores["scores"])
+        paloma = json.loads((folder / "paloma" / "summary.json").read_text())
+        documents = read_jsonl(folder / "paloma" / "documents.jsonl.gz")
+        assert len(paloma["slices"]) == 7 and len(documents) == 14
+        for key in ("nll", "tokens", "bytes"):
+            assert paloma["pooled"][key] == pytest.approx(sum(s[key] for s in paloma["slices"].values()))
+            assert paloma["pooled"][key] == pytest.approx(sum(d[key] for d in documents))
+
+
+def test_demo_logit_kl_aggregate_is_the_mean_of_the_family_means(demo_data):
+    """Protocol release (the demo's): the release's `_summarize_logit_rows` averages the family means."""
+    for split in ("unseen", "ood"):
+        metrics = _structured(demo_data, "soft", split)
+        means = [row["logit_kl"] for row in metrics["families"]]
+        assert metrics["aggregate"]["logit_kl"] == pytest.approx(float(np.mean(means)), rel=1e-12)
+        assert metrics["job"]["protocol"]["logit_kl_across_families"] == "mean"
+
+
+def test_demo_result_folders_hold_their_provenance(demo_data):
+    evals = demo_data / "results" / "eval" / "tiny"
+    folders = [p.parent for p in evals.rglob("metrics.json")] + [p.parent for p in evals.rglob("summary.json")]
+    folders += [p.parent for p in (demo_data / "results" / "adapters").rglob("run.json")]
+    kinds = {folder.relative_to(evals).parts[1] for folder in folders if evals in folder.parents}
+    assert {"structured", "ssot", "open_ended", "mcq", "noveltybench", "tinybench", "paloma"} <= kinds
+    for folder in folders:
+        record = json.loads((folder / "provenance.json").read_text())
+        assert record["protocol"] == record["job"]["protocol"], folder
+        assert record["protocol"]["prompt_bos"] == "doubled", folder
+    structured = json.loads((evals / "soft" / "structured" / "ood" / "provenance.json").read_text())
+    assert structured["generation"]["temperature"] == 1.0 and structured["generation"]["top_p"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("change", "planned"),
+    [
+        ({"evaluation": {"mcq": {"sampling": {"samples_per_prompt": 199}}}}, {"mcq_eval": 3}),
+        ({"recipes": {"hard": {"max_steps": 399}}}, {"train": 1, "structured_eval": 2, "tinybench_eval": 1}),
+    ],
+)
+def test_a_changed_budget_plans_its_jobs_again(demo_data, tmp_path, change, planned):
+    """Snakemake records each job's resolved settings, so a config change reruns what it changes, only that."""
+    overlay = tmp_path / "change.yaml"
+    overlay.write_text(yaml.safe_dump(change))
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    args = ["--profile", profile, "--directory", str(demo_data), "--snakefile", snakefile]
+    result = snakemake("-n", *args, "--configfile", str(REPO / "profiles/demo/demo.yaml"), str(overlay))
+    assert result.returncode == 0, result.stderr[-2000:]
+    counts = job_counts(result.stdout)
+    assert {rule: counts.get(rule) for rule in planned} == planned
+    assert not {"prompts", "output_space", "trie", "build_tiny_model"} & set(counts)
+    unchanged = snakemake("-n", *args)
+    assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
+
+
+def test_another_protocol_plans_no_data_layer_job_and_leaves_the_default_results_alone(demo_data):
+    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
+    args = ["--profile", profile, "--directory", str(demo_data), "--snakefile", snakefile]
+    as_written = ["--config", "protocol={preset: as_written}"]
+    result = snakemake("-n", *args, *as_written)
+    assert result.returncode == 0, result.stderr[-2000:]
+    planned = job_counts(result.stdout)
+    for rule in ("prompts", "output_space", "trie", "build_tiny_model", "grid_granularity", "synthetic_irt_params"):
+        assert rule not in planned, rule
+    assert planned["train"] and planned["structured_eval"]  # what depends on the protocol is planned anew
+    outputs = [line.split(":", 1)[1] for line in result.stdout.splitlines() if line.strip().startswith("output:")]
+    assert all(path.strip().startswith("results/protocols/as_written/") for line in outputs for path in line.split(","))
+
+    default = demo_data / "results" / "eval" / "tiny" / "base" / "structured" / "ood"
+    before = {path: path.stat().st_mtime_ns for path in default.iterdir()}
+    target = "results/protocols/as_written/eval/tiny/base/structured/ood/metrics.json"
+    result = snakemake(*args, target, *as_written)  # --config takes every value that follows
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert {path: path.stat().st_mtime_ns for path in default.iterdir()} == before
+    record = json.loads((demo_data / target).with_name("provenance.json").read_text())
+    assert record["protocol"]["prompt_bos"] == "single" and record["protocol"]["generation_defaults"] == "exact"
