@@ -31,7 +31,7 @@ rule all:
         data_outputs(),
         adapter_outputs(),
         eval_outputs(),
-        table_outputs(),
+        artifact_files(),
         noveltybench_qualitative_tables,
     localrule: True
 
@@ -62,6 +62,6 @@ rule structured:
 
 rule tables:
     input:
-        table_outputs(),
+        artifact_files(),
         noveltybench_qualitative_tables,
     localrule: True

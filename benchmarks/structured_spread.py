@@ -14,7 +14,7 @@ complete is only checked by Snakemake, so a sweep can be extended run by run.
 
 Prints one JSON line: every run's figures, their ranges over the runs, and for each outcome that the demo's
 tests assert (tests/test_workflow.py) the minimum, maximum, mean and standard deviation of its figures, pooled
-over the models and the soft and hard recipes. With --markdown FILE, also writes the README's tables: per step
+over the models and the soft and hard recipes. With --markdown FILE, also writes the tables of docs/mini.md: per step
 cap, mean and standard deviation over the runs of each model's figures, and normalized W1 over the families
 where the base and both adapters have a valid answer.
 """
@@ -161,7 +161,7 @@ def mean_sd(values: list[float | None], digits: int, scale: float = 1.0, unit: s
 
 
 def markdown(runs: list[dict], config: dict) -> str:
-    """The README's tables: per step cap, each model's figures over the runs of that cap."""
+    """The tables of docs/mini.md: per step cap, each model's figures over the runs of that cap."""
     splits = config["evaluation"]["structured"]["splits"]
     lines = []
     for max_steps in dict.fromkeys(run["max_steps"] for run in runs):  # the caps in their order
@@ -200,7 +200,7 @@ def main() -> None:
     parser.add_argument("--feature-sets", nargs="+", choices=list(FEATURE_SETS), default=list(FEATURE_SETS))
     parser.add_argument("--max-steps", type=int, nargs="+", help="step caps of every recipe (default: the config's)")
     parser.add_argument("--workdir", type=Path, help="default: benchmarks/results/structured_spread/PROFILE")
-    parser.add_argument("--markdown", type=Path, help="also write the README's tables to this file")
+    parser.add_argument("--markdown", type=Path, help="also write the tables of docs/mini.md to this file")
     args = parser.parse_args()
     config = profile_config(args.profile)
     workdir = args.workdir or REPO / "benchmarks" / "results" / "structured_spread" / args.profile

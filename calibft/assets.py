@@ -59,7 +59,8 @@ class AssetError(RuntimeError):
     """An asset could not be provided: unreachable, or its download did not match the pinned checksum."""
 
 
-# The authors' 102 open-ended random-generation prompts (REFERENCE section 8), a JSON array of strings.
+# The authors' 102 open-ended random-generation prompts (docs/metrics.md, Open-ended random generation), a JSON
+# array of strings.
 OPEN_ENDED_PROMPTS = Asset(
     name="open-ended random-generation prompts",
     url=(
@@ -120,8 +121,8 @@ def _tinybenchmarks_params(path: Path) -> None:
     load_params(path)  # a pickle with the entries and keys the estimator reads, else ValueError
 
 
-# tinyBenchmarks' IRT parameters (REFERENCE section 11), a pickle of numpy arrays: at a pinned commit of the
-# tinyBenchmarks repository, which published no checksum; the content check loads it.
+# tinyBenchmarks' IRT parameters (docs/metrics.md, TinyBenchmarks and gp-IRT), a pickle of numpy arrays: at a
+# pinned commit of the tinyBenchmarks repository, which published no checksum; the content check loads it.
 TINYBENCHMARKS_PARAMS = Asset(
     name="tinyBenchmarks IRT parameters",
     url=(

@@ -1,4 +1,4 @@
-"""The training order: family-balanced epochs, sharded across ranks and cut into batches (REFERENCE section 5)."""
+"""The training order: family-balanced epochs, sharded across ranks and cut into batches (docs/method.md, Batching)."""
 
 from __future__ import annotations
 

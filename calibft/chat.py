@@ -1,4 +1,4 @@
-"""Chat formatting of prompts and cleaning of outputs, for every model family (REFERENCE section 6).
+"""Chat formatting of prompts and cleaning of outputs, for every model family (docs/method.md, Chat formatting).
 
 Everything that differs between families lives in the model's `chat:` entry of `config.yaml`, read into
 `ChatOptions`; no code path looks at a model's name:

@@ -2,7 +2,7 @@
 
 Each row gives the prompt's display name and parameter order, the SciPy distribution and its keyword
 arguments (`Family.law` freezes them), the support used for validity, and whether the family is
-integer-valued or held out of training (REFERENCE section 1).
+integer-valued or held out of training (docs/method.md, Distribution families).
 """
 
 from __future__ import annotations

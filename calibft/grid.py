@@ -1,7 +1,7 @@
 """The prompt sets: the 1988-prompt training grid, the 24 unseen-parameter and 18 held-out-family prompts.
 
-The training grid is the Cartesian product of per-family axes (REFERENCE section 2); derived parameters
-are computed in floating point in the authors' order so that every rendered prompt is byte-identical.
+The training grid is the Cartesian product of per-family axes (docs/method.md, The prompt grid); derived
+parameters are computed in floating point in the authors' order so that every rendered prompt is byte-identical.
 """
 
 from __future__ import annotations

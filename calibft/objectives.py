@@ -1,4 +1,4 @@
-"""The two training objectives and the forward pass they share (REFERENCE section 5).
+"""The two training objectives and the forward pass they share (docs/method.md, Objectives).
 
 A batch is one prompt and one sampled completion (its tokens, EOS last) per example. Prompts are padded
 on the left and completions on the right, so every completion starts in the same column and the logits
@@ -280,8 +280,9 @@ def path_kl(
     seeds: str = "per_prompt",
     numerics: str = "fp32",
 ) -> np.ndarray:
-    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of REFERENCE section 7);
-    `seeds` and `numerics` are the switches `logit_kl_path_seeds` and `numerics` of `calibft.protocol`."""
+    """[prompts, paths] soft-target KL along `fixed_paths`, teacher forced (the logit KL of docs/metrics.md,
+    Structured sampling); `seeds` and `numerics` are the switches `logit_kl_path_seeds` and `numerics` of
+    `calibft.protocol`."""
     was_training = model.training
     model.eval()
     values = fixed_paths(tries, paths, seed, seeds).ravel()

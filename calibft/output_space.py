@@ -1,7 +1,7 @@
 """Canonical output spaces: the finite set of numeric strings a prompt may answer, with their masses.
 
-REFERENCE section 4. The continuous case never materializes the full decimal grid: the kept grid
-points are `k_lo + linspace(0, n-1, B, dtype=int)`, which is what indexing the full grid would give.
+See docs/method.md, Canonical output spaces. The continuous case never materializes the full decimal grid: the
+kept grid points are `k_lo + linspace(0, n-1, B, dtype=int)`, which is what indexing the full grid would give.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def check_space_settings(decimals: int, max_bins: int) -> None:
 
 
 def build_output_space(family_id: str, params: Mapping[str, float], decimals: int, max_bins: int) -> OutputSpace:
-    """The canonical output space of one prompt (REFERENCE section 4)."""
+    """The canonical output space of one prompt (docs/method.md, Canonical output spaces)."""
     # imported here: the families import scipy.stats (about 1 s), which the jobs that only load spaces
     # (tries, training) do not need
     from calibft.families import family

@@ -199,7 +199,7 @@ def protocol_root(section: Mapping | None) -> str:
 
 
 def markdown_table() -> str:
-    """The README's table of switches."""
+    """The table of switches in docs/fidelity.md."""
     lines = [
         "| switch | values | the paper | the release | `release` | `as_written` | moves |",
         "|---|---|---|---|---|---|---|",

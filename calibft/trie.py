@@ -1,4 +1,4 @@
-"""Token tries over canonical output spaces, stored as flat arrays (REFERENCE section 5).
+"""Token tries over canonical output spaces, stored as flat arrays (docs/method.md, Token tries and soft targets).
 
 Every canonical string is tokenized alone (no special tokens) and the tokenizer's EOS is appended. Node 0
 is the empty prefix; the nodes of depth t+1 are numbered after those of depth t, sorted by (parent, token),

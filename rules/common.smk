@@ -38,6 +38,7 @@ from calibft.config import (  # noqa: E402
     tokenizer_source,
 )
 from calibft.protocol import protocol_name, protocol_root, resolve  # noqa: E402
+from calibft.artifacts.registry import ARTIFACTS, READS, artifact, planned  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
@@ -602,23 +603,8 @@ def structured_runs(conditions=None):
     ]
 
 
-def split_metrics(wildcards):
-    return structured_metrics(wildcards.eval_split)
-
-
 # The SSOT tables put the baseline next to the base model and the soft-target adapter.
 SSOT_CONDITIONS = [c for c in ("base", "soft") if c in CONDITIONS]
-
-
-def ssot_table_inputs(wildcards):
-    return {
-        "structured": structured_metrics(wildcards.eval_split, SSOT_CONDITIONS),
-        "ssot": ssot_metrics(wildcards.eval_split),
-    }
-
-
-def figure_metrics(wildcards):
-    return {split: structured_metrics(split) for split in STRUCTURED["splits"]}
 
 
 def samples_file(model, cond, split):
@@ -626,16 +612,18 @@ def samples_file(model, cond, split):
     return f"{OUT}/eval/{model}/{'base' if cond == 'ssot' else cond}/{evaluation}/{split}/samples.jsonl.gz"
 
 
-def qualitative_panels(name):
-    """[model, condition, prompt] of every histogram of a qualitative figure, in drawing order."""
-    if name == "appendix_num_decimals_qualitative":
+def qualitative_panels(panels):
+    """[model, condition, prompt] of every histogram of a qualitative figure, in drawing order: the main
+    conditions of the configured panels, the SSOT comparison, or the decimals ablation's recipes.
+    """
+    if panels == "decimals":
         return [
             [model, recipe, prompt]
             for model in ABLATIONS["models"]
             for prompt in ABLATIONS["qualitative"]["prompts"]
             for recipe in ABLATIONS["qualitative"]["recipes"]
         ]
-    if name == "main_ood_qualitative":
+    if panels == "conditions":
         return [
             [panel["model"], cond, panel["prompt"]]
             for panel in STRUCTURED["qualitative"]
@@ -648,14 +636,8 @@ def qualitative_panels(name):
     ]
 
 
-def qualitative_panels_of(wildcards):
-    return qualitative_panels(wildcards.figure)
-
-
-def qualitative_condition_titles(wildcards):
-    """The legend's names: the conditions', or for the decimals ablation each recipe's space."""
-    if wildcards.figure != "appendix_num_decimals_qualitative":
-        return CONDITION_TITLES
+def decimals_titles():
+    """The legend of the decimals ablation: each recipe by its space."""
     titles = {}
     for recipe in ABLATIONS["qualitative"]["recipes"]:
         space = config["output_spaces"][config["recipes"][recipe]["space"]]
@@ -672,20 +654,8 @@ def ablation_metrics(objective, split):
     ]
 
 
-def ablation_inputs(wildcards):
-    objective = ablation_objective(wildcards)
-    return {split: ablation_metrics(objective, split) for split in STRUCTURED["splits"]}
-
-
-def ablation_objective(wildcards):
-    return {table: objective for objective, table in ABLATION_TABLES.items()}[
-        wildcards.table
-    ]
-
-
-def ablation_settings(wildcards):
-    """What the ablation table needs of the config: its rows' settings, the final recipe, the reference."""
-    objective = ablation_objective(wildcards)
+def ablation_settings(objective):
+    """What an ablation table needs of the config: its rows' settings, the final recipe, the reference."""
     recipes = {recipe: config["recipes"][recipe] for recipe in ABLATIONS[objective]}
     return {
         "objective": objective,
@@ -702,59 +672,28 @@ def ablation_settings(wildcards):
     }
 
 
-def qualitative_samples(wildcards):
+def eval_files(evaluation, name):
+    """A file of every model and condition's run of an evaluation, in table order."""
     return [
-        samples_file(model, cond, "ood")
-        for model, cond, _ in qualitative_panels(wildcards.figure)
-    ]
-
-
-def metric_key(wildcards):
-    """The metrics.json key of a per-distribution figure's {metric}."""
-    return {"w1": "w1_norm", "kl": "logit_kl"}[wildcards.metric]
-
-
-def open_ended_metrics():
-    return [
-        f"{OUT}/eval/{model}/{cond}/open_ended/metrics.json"
+        f"{OUT}/eval/{model}/{cond}/{evaluation}/{name}"
         for model, cond in structured_runs()
-    ]
-
-
-def mcq_metrics():
-    return [
-        f"{OUT}/eval/{model}/{cond}/mcq/metrics.json"
-        for model, cond in structured_runs()
-    ]
-
-
-def noveltybench_runs():
-    """[model, condition, split] of every NoveltyBench scoring job, in table order."""
-    return [
-        [model, cond, split]
-        for model, cond in structured_runs()
-        for split in NOVELTYBENCH["splits"]
     ]
 
 
 def noveltybench_scores():
     return [
         f"{OUT}/eval/{model}/{cond}/noveltybench/{split}/scores.jsonl"
-        for model, cond, split in noveltybench_runs()
+        for model, cond in structured_runs()
+        for split in NOVELTYBENCH["splits"]
     ]
 
 
-def tinybench_summaries():
+def noveltybench_curated_scores(wildcards=None):
+    """The curated scores of the qualitative models, every condition."""
     return [
-        f"{OUT}/eval/{model}/{cond}/tinybench/summary.json"
-        for model, cond in structured_runs()
-    ]
-
-
-def paloma_summaries():
-    return [
-        f"{OUT}/eval/{model}/{cond}/paloma/summary.json"
-        for model, cond in structured_runs()
+        f"{OUT}/eval/{model}/{cond}/noveltybench/curated/scores.jsonl"
+        for model in NOVELTYBENCH["qualitative_models"]
+        for cond in CONDITIONS
     ]
 
 
@@ -776,9 +715,17 @@ def eval_outputs():
     noveltybench = [
         path.replace("scores.jsonl", "summary.json") for path in noveltybench_scores()
     ]
-    transfer = open_ended_metrics() + mcq_metrics() + noveltybench
-    return structured + transfer + tinybench_summaries() + paloma_summaries()
+    transfer = eval_files("open_ended", "metrics.json") + eval_files(
+        "mcq", "metrics.json"
+    )
+    retention = eval_files("tinybench", "summary.json") + eval_files(
+        "paloma", "summary.json"
+    )
+    return structured + transfer + noveltybench + retention
 
+
+# ---------------------------------------------------------------------------------------------------------
+# The paper's tables and figures (calibft.artifacts.registry): rules table and figure render one row each.
 
 CONDITION_TITLES = {
     "base": "Base",
@@ -786,104 +733,170 @@ CONDITION_TITLES = {
     "ssot": "SSOT",
 }
 MODEL_TITLES = {name: model["display"] for name, model in config["models"].items()}
-MODEL_FAMILIES = {
-    name: model.get("family", model["display"])
-    for name, model in config["models"].items()
+
+
+def artifact_splits(row):
+    return [row.split] if row.split else STRUCTURED["splits"]
+
+
+# What each result set that an artifact reads gives it: (its files, the settings it adds).
+ARTIFACT_READS = {
+    "config": lambda row: (
+        [],
+        {
+            "config": {
+                key: config[key]
+                for key in ("output_spaces", "training", "recipes", "models")
+            },
+            "recipes": MAIN_RECIPES,
+        },
+    ),
+    "granularity": lambda row: (
+        ["results/granularity/costs.json"],
+        {"reference": evaluation_space(None)},
+    ),
+    "tokenizer": lambda row: (
+        local_tokenizer(config["method_figure"]["tokenizer"]),
+        {
+            "method": config["method_figure"],
+            "tokenizer": tokenizer_source(config, config["method_figure"]["tokenizer"]),
+            "seed": config["seed"],
+        },
+    ),
+    "train_logs": lambda row: (
+        [f"{adapter_folder(m, r)}/train_log.jsonl" for m, r in MAIN_RUNS],
+        {"train_runs": MAIN_RUNS},
+    ),
+    "structured": lambda row: (
+        [p for split in artifact_splits(row) for p in structured_metrics(split)],
+        {"w1_within_family": PROTOCOL["w1_per_distribution"]},
+    ),
+    "ssot": lambda row: (
+        ssot_metrics(row.split),
+        {"ssot_conditions": SSOT_CONDITIONS, "models": list(config["models"])},
+    ),
+    "samples": lambda row: (
+        [
+            samples_file(model, cond, row.split)
+            for model, cond, _ in qualitative_panels(row.options["panels"])
+        ],
+        {
+            "panels": qualitative_panels(row.options["panels"]),
+            **(
+                {"condition_titles": decimals_titles()}
+                if row.options["panels"] == "decimals"
+                else {}
+            ),
+        },
+    ),
+    "ablation": lambda row: (
+        [
+            p
+            for split in STRUCTURED["splits"]
+            for p in ablation_metrics(row.options["objective"], split)
+        ],
+        {"ablation": ablation_settings(row.options["objective"])},
+    ),
+    "open_ended": lambda row: (
+        eval_files("open_ended", "metrics.json"),
+        {
+            "model_families": {
+                name: model.get("family", model["display"])
+                for name, model in config["models"].items()
+            },
+            "model_sizes": {
+                name: model.get("params_b") for name, model in config["models"].items()
+            },
+        },
+    ),
+    "open_ended_samples": lambda row: (
+        [
+            f"{OUT}/eval/{model}/{cond}/open_ended/samples.jsonl.gz"
+            for model in OPEN_ENDED["qualitative"]["models"]
+            for cond in CONDITIONS
+        ],
+        {"qualitative": OPEN_ENDED["qualitative"], "conditions": CONDITIONS},
+    ),
+    "mcq": lambda row: (eval_files("mcq", "metrics.json"), {}),
+    "noveltybench": lambda row: (noveltybench_scores(), {}),
+    "noveltybench_cases": lambda row: (
+        [out("tables/noveltybench_qualitative_cases.json")],
+        {},
+    ),
+    "noveltybench_curated": lambda row: (noveltybench_curated_scores(), {}),
+    "tinybench": lambda row: (eval_files("tinybench", "summary.json"), {}),
+    "paloma": lambda row: (eval_files("paloma", "summary.json"), {}),
 }
-MODEL_SIZES = {name: model.get("params_b") for name, model in config["models"].items()}
-
-with open(os.path.join(workflow.basedir, "report", "captions.yaml")) as captions:
-    CAPTIONS = yaml.safe_load(captions)
 
 
-def report_caption(wildcards, output):
-    """The report caption (report/captions.yaml) of a rule's table or figure, by the name of its first output;
-    a NoveltyBench qualitative table's by its regime."""
-    name = os.path.basename(output[0]).split(".")[0]
-    if name.startswith("noveltybench_qualitative_"):
-        name = "_".join(name.split("_")[:3])
-    return CAPTIONS[name]
+if set(ARTIFACT_READS) != set(READS):
+    raise ValueError(
+        f"ARTIFACT_READS gives {sorted(ARTIFACT_READS)}, the registry's READS {sorted(READS)}"
+    )
 
 
-CONFIG_TABLES = ["shared_hyperparams", "method_hyperparams", "benchmark_distributions"]
+def artifact_names(kind):
+    """A wildcard constraint: the names of the registry's tables or figures."""
+    names = [re.escape(row.name) for row in ARTIFACTS if row.kind == kind]
+    names += [
+        f"{row.name}_(soft|hard|base)_.+"
+        for row in ARTIFACTS
+        if row.kind == kind and row.chosen
+    ]
+    return "|".join(names)
 
 
-def config_table_settings(wildcards):
-    """The configuration sections that the configuration tables show (a change re-renders them)."""
-    return {
-        key: config[key] for key in ("output_spaces", "training", "recipes", "models")
+def artifact_inputs(wildcards):
+    row = artifact(wildcards.artifact)
+    return {read: ARTIFACT_READS[read](row)[0] for read in row.reads}
+
+
+def artifact_settings(wildcards):
+    """What the artifact's renderer reads of the config: its row's split and options, the runs and titles in
+    table order, and what each of its result sets adds."""
+    row = artifact(wildcards.artifact)
+    settings = {
+        "name": wildcards.artifact,
+        "split": row.split,
+        "splits": STRUCTURED["splits"],
+        "runs": structured_runs(),
+        "model_titles": MODEL_TITLES,
+        "condition_titles": CONDITION_TITLES,
+        **row.options,
     }
+    for read in row.reads:
+        settings.update(ARTIFACT_READS[read](row)[1])
+    return settings
 
 
-QUALITATIVE_FIGURES = [
-    "main_ood_qualitative",
-    "appendix_ssot_qualitative",
-    "appendix_num_decimals_qualitative",
-]
-ABLATION_TABLES = {"soft": "grid_ablation", "hard": "hard_label_ablation"}
-TRANSFER_TABLES = [
-    "generative_distribution_summary",
-    "noveltybench_summary",
-    "mcq_summary",
-]
-OPEN_ENDED_FIGURES = ["appendix_open_multi_threshold", "appendix_open_qualitative"]
-RETENTION_TABLES = [
-    "retention_transfer_summary",
-    "retention_summary",
-    "paloma_model_summary",
-    "paloma_slice_summary",
-]
-RETENTION_FIGURES = [
-    "appendix_retention_gpirt_per_task",
-    "appendix_paloma_perplexity",
-    "appendix_paloma_bpb",
-]
+def artifact_section(wildcards):
+    return artifact(wildcards.artifact).section
 
 
-def retention_inputs(wildcards):
-    """The runs a retention table or figure reads: gp-IRT estimates and PALOMA metrics, as it needs."""
-    name = getattr(wildcards, "table", None) or wildcards.figure
-    inputs = {}
-    if "paloma" not in name:
-        inputs["tinybench"] = tinybench_summaries()
-    if "paloma" in name or name == "retention_transfer_summary":
-        inputs["paloma"] = paloma_summaries()
-    return inputs
+def artifact_caption(wildcards):
+    """The report's caption: the row's, with the artifact's label in the paper."""
+    row = artifact(wildcards.artifact)
+    return f"{row.caption} ({row.label})" if row.label else row.caption
 
 
-def transfer_table_inputs(wildcards):
-    """The runs a transfer table reads: open-ended, MCQ and NoveltyBench, as each table needs."""
-    inputs = {"scores": noveltybench_scores()}
-    if wildcards.table in ("generative_distribution_summary", "mcq_summary"):
-        inputs["mcq"] = mcq_metrics()
-    if wildcards.table == "generative_distribution_summary":
-        inputs["open_ended"] = open_ended_metrics()
-    if wildcards.table == "mcq_summary":
-        del inputs["scores"]
-    return inputs
+def artifact_files(structured_only=False):
+    """The files of every table and figure that the config renders (the target `structured`'s only)."""
+    rows = planned(STRUCTURED["splits"], structured_only)
+    return [out(path) for row in rows for path in row.files()]
 
 
-def open_ended_figure_inputs(wildcards):
-    if wildcards.figure == "appendix_open_multi_threshold":
-        return open_ended_metrics()
-    return [
-        f"{OUT}/eval/{model}/{cond}/open_ended/samples.jsonl.gz"
-        for model in OPEN_ENDED["qualitative"]["models"]
-        for cond in CONDITIONS
+def structured_outputs():
+    """The structured-sampling part of the paper (target `structured`, what profiles/mini runs): the final
+    recipes' adapters, the structured evaluations of every condition, and their tables and figures.
+    """
+    metrics = [
+        path for split in STRUCTURED["splits"] for path in structured_metrics(split)
     ]
-
-
-def qualitative_case_scores(wildcards):
-    """The curated scores of the qualitative models, every condition."""
-    return [
-        f"{OUT}/eval/{model}/{cond}/noveltybench/curated/scores.jsonl"
-        for model in NOVELTYBENCH["qualitative_models"]
-        for cond in CONDITIONS
-    ]
+    return adapter_outputs(MAIN_RUNS) + metrics + artifact_files(structured_only=True)
 
 
 def noveltybench_qualitative_tables(wildcards):
-    """The nine qualitative tables, named after the cases that checkpoint noveltybench_qualitative_cases chose
+    """The qualitative tables, named after the cases that checkpoint noveltybench_qualitative_cases chose
     (none without the curated split or without the base, soft and hard conditions they compare).
     """
     if "curated" not in NOVELTYBENCH["splits"] or not {"base", "soft", "hard"} <= set(
@@ -891,54 +904,6 @@ def noveltybench_qualitative_tables(wildcards):
     ):
         return []
     cases = checkpoints.noveltybench_qualitative_cases.get().output[0]
+    (row,) = [row for row in ARTIFACTS if row.chosen]
     names = [case["name"] for case in json.loads(open(cases).read())]
-    return expand(out("tables/{name}.{ext}"), name=names, ext=["tex", "csv", "md"])
-
-
-def artifacts(tables, figures):
-    """The files of these tables (tex, csv, md) and figures (pdf, png)."""
-    return expand(
-        out("tables/{table}.{ext}"), table=tables, ext=["tex", "csv", "md"]
-    ) + expand(out("figures/{figure}.{ext}"), figure=figures, ext=["pdf", "png"])
-
-
-def structured_artifacts():
-    """The tables and figures of the structured-sampling benchmark, the training curves and the configuration
-    tables: (tables, figures)."""
-    splits = STRUCTURED["splits"]
-    tables = [*CONFIG_TABLES] + [f"main_{split}" for split in splits]
-    figures = ["training_curves", "main_structured_sampling"]
-    figures += [
-        f"appendix_{split}_{metric}_per_dist"
-        for split in splits
-        for metric in ("w1", "kl")
-    ]
-    figures += ["main_ood_qualitative"] if "ood" in splits else []
-    return tables, figures
-
-
-def structured_outputs():
-    """The structured-sampling part of the paper (target `structured`, what profiles/mini runs): the final
-    recipes' adapters, the structured evaluations of every condition, and structured_artifacts.
-    """
-    metrics = [
-        path for split in STRUCTURED["splits"] for path in structured_metrics(split)
-    ]
-    return adapter_outputs(MAIN_RUNS) + metrics + artifacts(*structured_artifacts())
-
-
-def table_outputs():
-    """Every table and figure: the structured ones, the method figure, the granularity, ablation and SSOT
-    tables and the other qualitative figures, the transfer and retention tables and figures.
-    """
-    tables, figures = structured_artifacts()
-    splits = STRUCTURED["splits"]
-    tables += ["grid_granularity", *ABLATION_TABLES.values()]
-    tables += [f"ssot_structured_{split}" for split in splits]
-    figures += ["method"]
-    figures += (
-        [f for f in QUALITATIVE_FIGURES if f not in figures] if "ood" in splits else []
-    )
-    tables += TRANSFER_TABLES + RETENTION_TABLES
-    figures += OPEN_ENDED_FIGURES + RETENTION_FIGURES
-    return artifacts(tables, figures)
+    return [out(path) for name in names for path in row.files(name)]

@@ -1,7 +1,7 @@
 """Plain, obviously correct implementations kept as oracles for the fast library code.
 
-`reference_space` follows REFERENCE section 4 word by word: it materializes the full decimal grid and
-loops over bins in Python (SciPy is called on whole arrays, only to keep the tests fast).
+`reference_space` follows docs/method.md, Canonical output spaces, step by step: it materializes the full
+decimal grid and loops over bins in Python (SciPy is called on whole arrays, only to keep the tests fast).
 `ReferenceTrie` encodes every string on its own and keeps dicts of masses.
 """
 

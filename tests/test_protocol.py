@@ -1,4 +1,4 @@
-"""Protocols: presets and overrides, their result folders, the schema and README in step with the switches, and
+"""Protocols: presets and overrides, their result folders, the schema and docs in step with the switches, and
 the prompt's BOS per preset in training batches and in every evaluation's prompt encoding."""
 
 import json
@@ -64,8 +64,8 @@ def test_the_schema_allows_exactly_the_switches_and_their_values():
         assert {switch.release, switch.as_written} <= set(switch.values), switch.name
 
 
-def test_the_readme_shows_the_table_of_switches():
-    assert markdown_table() in (REPO / "README.md").read_text()
+def test_the_docs_show_the_table_of_switches():
+    assert markdown_table() in (REPO / "docs" / "fidelity.md").read_text()
 
 
 def test_logit_kl_aggregates_the_family_means_by_the_switch():

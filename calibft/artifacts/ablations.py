@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from calibft.artifacts.runs import read_runs_by_split
 from calibft.artifacts.structured import aggregates, best_cells, format_w1
 from calibft.artifacts.tables import Table
 
@@ -96,4 +97,26 @@ def ablation_table(
         shaded=shaded,
         wide=objective == "hard",
         font_size="footnotesize",
+    )
+
+
+def render_ablation_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    """The registry's renderer (calibft.artifacts.registry): the ablation's metrics files, split after split,
+    each of every ablation model and recipe (models outer); `settings["ablation"]` as the workflow resolves it."""
+    ablation = settings["ablation"]
+    runs = [[model, recipe] for model in ablation["models"] for recipe in ablation["recipes"]]
+    metrics_by_split = read_runs_by_split(inputs["ablation"], settings["splits"], runs)
+    columns = {
+        recipe: recipe_columns(entry, ablation["spaces"][recipe], ablation["objective"])
+        for recipe, entry in ablation["recipes"].items()
+    }
+    reference = {"decimals": ablation["reference"]["decimals"], "max_bins": ablation["reference"]["max_bins"]}
+    return ablation_table(
+        metrics_by_split,
+        list(ablation["recipes"]),
+        columns,
+        ablation["objective"],
+        ablation["final"],
+        settings["model_titles"],
+        reference,
     )

@@ -286,3 +286,9 @@ def config_tables(config: Mapping, recipes: Sequence[str] | None = None) -> list
             font_size="scriptsize",
         ),
     ]
+
+
+def render_config_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    """The registry's renderer (calibft.artifacts.registry) of each of the three tables, by its name."""
+    (table,) = [t for t in config_tables(settings["config"], settings["recipes"]) if t.name == settings["name"]]
+    return table

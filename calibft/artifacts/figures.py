@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -94,9 +95,9 @@ def grouped_bars(
     ax.set_axisbelow(True)
 
 
-def panel_label_rotation(labels: Sequence[str]) -> float:
-    """The rotation of a bar panel's group labels: upright beyond three groups, which would overlap flat."""
-    return 90.0 if len(labels) > 3 else 0.0
+def panel_label_rotation(labels: Sequence[str], angle: float = 90.0) -> float:
+    """The rotation of a bar panel's group labels: `angle` beyond three groups, which would overlap flat."""
+    return angle if len(labels) > 3 else 0.0
 
 
 def bar_panels(n_panels: int, columns: int, labels: Sequence[str], n_bars: int) -> tuple:
@@ -168,3 +169,9 @@ def training_curves(logs: Mapping[tuple[str, str], str | Path], model_titles: Ma
         ax.set_visible(False)
     figure.tight_layout()
     return figure
+
+
+def render_training_curves(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    """The registry's renderer (calibft.artifacts.registry): the train logs of `settings["train_runs"]`."""
+    logs = {tuple(run): path for run, path in zip(settings["train_runs"], inputs["train_logs"], strict=True)}
+    return training_curves(logs, settings["model_titles"])

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from calibft.artifacts.tables import Table
-from calibft.granularity import ConstructionCost
+from calibft.granularity import ConstructionCost, read_costs
 
 CAPTION = (
     "Construction cost for the discretization-precision grid profiled in the granularity sweep. We report mean "
@@ -72,3 +72,10 @@ def tokenizer_details(metadata: Mapping[str, Any]) -> str:
     if metadata.get("vocabulary"):
         details.append(f"{int(metadata['vocabulary']):,} tokens")
     return f" ({', '.join(details)})" if details else ""
+
+
+def render_grid_granularity(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    """The registry's renderer (calibft.artifacts.registry): the costs the granularity job measured."""
+    (costs_file,) = inputs["granularity"]
+    costs, metadata = read_costs(costs_file)
+    return grid_granularity_table(costs, tuple(settings["reference"]), metadata)

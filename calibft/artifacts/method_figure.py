@@ -9,6 +9,9 @@ A coarse space (one decimal, a dozen bins) keeps the trie legible; the construct
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on cluster nodes
@@ -18,7 +21,8 @@ import numpy as np
 from matplotlib.gridspec import GridSpec
 
 from calibft.families import FAMILIES
-from calibft.grid import Prompt
+from calibft.grid import Prompt, prompts, select
+from calibft.models import load_tokenizer
 from calibft.output_space import OutputSpace, build_output_space
 from calibft.trie import Trie, trie_of_space
 
@@ -161,3 +165,12 @@ def method_figure(prompt: Prompt, tokenizer, decimals: int, max_bins: int, seed:
         f"{prompt.prompt}\nsampled y = {space.strings()[sampled]!s}", fontsize=9, x=0.5, y=1.02, family="monospace"
     )
     return figure
+
+
+def render_method_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    """The registry's renderer (calibft.artifacts.registry): the configured prompt, with the tokenizer of
+    `settings["tokenizer"]`."""
+    method = settings["method"]
+    prompt = select(prompts("train"), [method["prompt"]])[0]
+    tokenizer = load_tokenizer(settings["tokenizer"])
+    return method_figure(prompt, tokenizer, method["decimals"], method["max_bins"], seed=settings["seed"])

@@ -25,6 +25,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from calibft.artifacts.structured import condition_colors
+from calibft.io import read_jsonl, read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 
@@ -272,3 +273,30 @@ def open_qualitative_figure(
     handles = [Patch(color=colors[c], label=condition_titles.get(c, c)) for c in conditions]
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
+
+
+# ---------------------------------------------------------------------------------------------- renderers
+# The registry's renderers (calibft.artifacts.registry): result files and settings in, a Figure out.
+
+
+def render_open_multi_threshold_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    return open_multi_threshold_figure(
+        read_runs(inputs["open_ended"], settings["runs"]),
+        model_titles=settings["model_titles"],
+        condition_titles=settings["condition_titles"],
+        model_families=settings["model_families"],
+        model_sizes=settings["model_sizes"],
+    )
+
+
+def render_open_qualitative_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    """A panel per qualitative model and prompt, from the samples of each model's conditions (model after
+    model, conditions in order)."""
+    panels = []
+    paths = iter(inputs["open_ended_samples"])
+    for model in settings["qualitative"]["models"]:
+        records = {condition: read_jsonl(next(paths)) for condition in settings["conditions"]}
+        for prompt in settings["qualitative"]["prompts"]:
+            counts = {condition: answer_counts(records[condition], prompt) for condition in settings["conditions"]}
+            panels.append((settings["model_titles"][model], prompt, counts))
+    return open_qualitative_figure(panels, settings["condition_titles"])

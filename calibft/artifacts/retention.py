@@ -38,14 +38,15 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
+from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, join_words, number, titles
 from calibft.artifacts.structured import (
-    CONDITION_TEXT,
     condition_colors,
     format_decimals,
     grouped_table,
 )
 from calibft.artifacts.tables import Table
 from calibft.checks import check_choice
+from calibft.io import read_runs
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> summary.json
 
@@ -71,8 +72,6 @@ METRICS = ("perplexity", "bits_per_byte")
 GPIRT_GROUP = "TinyBenchmarks gp-IRT ↑"
 METRIC_GROUPS = {"perplexity": "PALOMA Perplexity ↓", "bits_per_byte": "PALOMA Bits per Byte ↓"}
 METRIC_LABELS = {"perplexity": "perplexity", "bits_per_byte": "bits per byte"}
-FIGURE_NAMES = {"perplexity": "appendix_paloma_perplexity", "bits_per_byte": "appendix_paloma_bpb"}
-GPIRT_FIGURE_NAME = "appendix_retention_gpirt_per_task"
 LOG_RANGE = 10.0  # a perplexity figure whose largest value is this many times its smallest gets a log axis
 _TOLERANCE = 1e-9
 
@@ -101,17 +100,9 @@ METRIC_FORMATS: dict[str, Callable[[float], str]] = {"perplexity": format_perple
 # ---------------------------------------------------------------------------------------------- checks
 
 
-def _number(value: Any) -> float:
-    """A stored value as a float; NaN where it is undefined (None) or not finite."""
-    if value is None:
-        return math.nan
-    value = float(value)
-    return value if math.isfinite(value) else math.nan
-
-
 def _agrees(stored: Any, recomputed: float) -> bool:
     """Whether a stored value is the recomputed one within 1e-9 relative; both undefined also agree."""
-    stored = _number(stored)
+    stored = number(stored)
     if math.isnan(stored) or math.isnan(recomputed):
         return math.isnan(stored) and math.isnan(recomputed)
     return math.isclose(stored, recomputed, rel_tol=_TOLERANCE, abs_tol=1e-12)
@@ -161,7 +152,7 @@ def gpirt_numbers(run: Mapping[str, Any], where: str = "tinybench") -> tuple[dic
     tasks = run.get("tasks") or {}
     if not tasks:
         raise ValueError(f"{where}: no tasks")
-    scores = {task: _number(tasks[task]["gpirt"]) for task in _ordered(list(tasks), TASK_TITLES, "tasks", where)}
+    scores = {task: number(tasks[task]["gpirt"]) for task in _ordered(list(tasks), TASK_TITLES, "tasks", where)}
     mean = float(np.mean(list(scores.values())))
     if not _agrees(run.get("mean_gpirt"), mean):
         raise ValueError(f"{where}: mean_gpirt {run.get('mean_gpirt')!r} is not the mean of its tasks ({mean})")
@@ -211,17 +202,6 @@ def paloma_numbers(run: Mapping[str, Any], where: str = "paloma") -> dict[str, A
         **{key: pooled.get(key) for key in METRICS},
     }
     return {"slices": per_slice, "pooled": _totals_metrics(pooled_sums, f"{where}/pooled")}
-
-
-def _first_seen(*runs: Runs) -> list[str]:
-    return list(dict.fromkeys(model for mapping in runs for model in mapping))
-
-
-def _conditions(conditions: Sequence[str] | None, *runs: Runs) -> list[str]:
-    """The given conditions, or every condition of any model of any input, in order of first appearance."""
-    if conditions is not None:
-        return list(conditions)
-    return list(dict.fromkeys(c for mapping in runs for model_runs in mapping.values() for c in model_runs))
 
 
 def _frame(rows: Sequence[str], conditions: Sequence[str], cell: Callable[[str, str], float]) -> pd.DataFrame:
@@ -301,19 +281,6 @@ def _the_models(n: int) -> str:
     return {1: "the one evaluated model", 2: "both evaluated models"}.get(n, f"all {_count_words(n)} evaluated models")
 
 
-def _join(parts: Sequence[str]) -> str:
-    """`a`, `a and b`, `a, b, and c`."""
-    if len(parts) <= 2:
-        return " and ".join(parts)
-    return ", ".join(parts[:-1]) + ", and " + parts[-1]
-
-
-def _condition_sentence(conditions: Sequence[str], condition_titles: Mapping[str, str]) -> str:
-    """`Base denotes the original checkpoint, Soft the soft-target ..., and Hard the hard-target ....`"""
-    parts = [f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions]
-    return _join(parts) + "." if parts else ""
-
-
 def _with_first_column(table: Table, title: str, shaded: Sequence[bool] | None = None) -> Table:
     """The table with its first column ("Model" from grouped_table) renamed to `title`."""
 
@@ -337,15 +304,15 @@ def retention_transfer_table(
     """tab:retention-transfer-summary (`retention_transfer_summary`): per model, the mean TinyBenchmarks gp-IRT
     (bold: highest) and the pooled PALOMA perplexity (bold: lowest) of each condition. Rows: every model of
     either input, in order of first appearance; "---" where a run is missing."""
-    models = _first_seen(tinybench, paloma)
-    conditions = _conditions(conditions, tinybench, paloma)
+    models = first_seen(tinybench, paloma)
+    conditions = conditions_of(conditions, tinybench, paloma)
     gpirt = _gpirt(tinybench, models, conditions)
     pal = _paloma(paloma, models, conditions)
-    tasks = _join([TASK_TITLES[t] for t in gpirt.tasks]) or "TinyBenchmarks tasks"
+    tasks = join_words([TASK_TITLES[t] for t in gpirt.tasks]) or "TinyBenchmarks tasks"
     caption = (
         f"Retention summary. TinyBenchmarks gp-IRT (the mean over {tasks}) measures downstream retention; "
         f"PALOMA perplexity (over the {_count_words(len(pal.slices))} evaluation slices pooled) measures held-out "
-        f"language-model fit. {_condition_sentence(conditions, condition_titles)} Bold denotes the best value for "
+        f"language-model fit. {condition_sentence(conditions, condition_titles)} Bold denotes the best value for "
         "each metric; --- marks a missing run."
     )
     groups = [
@@ -365,7 +332,7 @@ def retention_table(
     per model, its gp-IRT averaged across the tasks; then one shaded row per task (in the paper's order), its
     gp-IRT averaged across all models ("---" when a model lacks it). Bold: the highest value of each row."""
     models = list(tinybench)
-    conditions = _conditions(conditions, tinybench)
+    conditions = conditions_of(conditions, tinybench)
     gpirt = _gpirt(tinybench, models, conditions)
     per_model = gpirt.mean.rename(index=lambda m: model_titles.get(m, m))
     per_task = _mean_over_models(gpirt.per_task, TASK_TITLES).reindex(columns=conditions)
@@ -377,7 +344,7 @@ def retention_table(
         "Retention results measured by TinyBenchmarks aggregate gp-IRT. The upper rows report one row per model, "
         f"averaging across the {_count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
         f"report one row per task, averaging across {_the_models(len(models))}. Higher is "
-        f"better throughout. {_condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
+        f"better throughout. {condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
     table = grouped_table(
@@ -397,13 +364,13 @@ def paloma_model_table(
     byte of each condition (the paper's panels (a) and (b) as two column groups). Bold: the lowest of each metric
     per model."""
     models = list(paloma)
-    conditions = _conditions(conditions, paloma)
+    conditions = conditions_of(conditions, paloma)
     pal = _paloma(paloma, models, conditions)
     caption = (
         "PALOMA aggregate results by model. Each row corresponds to one model and aggregates over the "
         f"{_count_words(len(pal.slices))} PALOMA evaluation slices: perplexity and bits per byte of the summed "
         "token negative log-likelihood, scored tokens and bytes. Lower is better for both metrics. "
-        f"{_condition_sentence(conditions, condition_titles)} Bold values denote the best reported result for "
+        f"{condition_sentence(conditions, condition_titles)} Bold values denote the best reported result for "
         "each metric; --- marks a missing run."
     )
     groups = [(METRIC_GROUPS[m], pal.pooled[m], METRIC_FORMATS[m], True) for m in METRICS]
@@ -422,7 +389,7 @@ def paloma_slice_table(
     (the rows are slices) and accepted for a signature like the other tables'."""
     del model_titles
     models = list(paloma)
-    conditions = _conditions(conditions, paloma)
+    conditions = conditions_of(conditions, paloma)
     pal = _paloma(paloma, models, conditions)
     groups = [
         (METRIC_GROUPS[m], _mean_over_models(pal.per_slice[m], SLICE_TITLES), METRIC_FORMATS[m], True) for m in METRICS
@@ -431,7 +398,7 @@ def paloma_slice_table(
         "PALOMA slice-level summary averaged across all evaluated models. Each row corresponds to one PALOMA "
         f"evaluation slice, and values are the mean across {_the_models(len(models))} for each "
         "condition (the mean of the per-model perplexities and bits per byte of that slice). Lower is better for "
-        f"both metrics. {_condition_sentence(conditions, condition_titles)} Bold values denote the best reported "
+        f"both metrics. {condition_sentence(conditions, condition_titles)} Bold values denote the best reported "
         "result for each metric; --- marks a mean with a missing run."
     )
     table = grouped_table(groups, {}, condition_titles, "tab:paloma-slice-summary", caption)
@@ -504,11 +471,11 @@ def gpirt_per_task_figure(
     condition_titles: Mapping[str, str],
     conditions: Sequence[str] | None = None,
 ):
-    """fig:appendix-retention-gpirt-per-task (`appendix_retention_gpirt_per_task`, GPIRT_FIGURE_NAME): one panel
+    """fig:appendix-retention-gpirt-per-task (`appendix_retention_gpirt_per_task`): one panel
     per task in the paper's order, titled by the task, with one bar per condition for each model; gp-IRT on a
     linear axis from 0 to at least 1."""
     models = list(tinybench)
-    conditions = _conditions(conditions, tinybench)
+    conditions = conditions_of(conditions, tinybench)
     gpirt = _gpirt(tinybench, models, conditions)
     panels = {TASK_TITLES[task]: gpirt.per_task[task].to_numpy(dtype=float) for task in gpirt.tasks}
     return _panel_figure(panels, models, conditions, model_titles, condition_titles, "gp-IRT", log=False, top=1.0)
@@ -521,13 +488,13 @@ def paloma_figure(
     condition_titles: Mapping[str, str],
     conditions: Sequence[str] | None = None,
 ):
-    """fig:appendix-paloma-perplexity / fig:appendix-paloma-bpb (`paloma_figure_name(metric)`): one panel per
+    """fig:appendix-paloma-perplexity / fig:appendix-paloma-bpb: one panel per
     PALOMA slice in the paper's order, titled by the slice, with one bar per condition for each model. Each
     panel has its own axis; perplexity goes on log axes when its largest value is at least LOG_RANGE times its
     smallest across the figure, bits per byte always on linear axes from 0."""
     check_choice("metric", metric, METRICS)
     models = list(paloma)
-    conditions = _conditions(conditions, paloma)
+    conditions = conditions_of(conditions, paloma)
     pal = _paloma(paloma, models, conditions)
     panels = {SLICE_TITLES[name]: pal.per_slice[metric][name].to_numpy(dtype=float) for name in pal.slices}
     log = False
@@ -538,7 +505,34 @@ def paloma_figure(
     return _panel_figure(panels, models, conditions, model_titles, condition_titles, ylabel, log=log)
 
 
-def paloma_figure_name(metric: str) -> str:
-    """The file name of a PALOMA figure: `appendix_paloma_perplexity` or `appendix_paloma_bpb`."""
-    check_choice("metric", metric, METRICS)
-    return FIGURE_NAMES[metric]
+# ---------------------------------------------------------------------------------------------- renderers
+# The registry's renderers (calibft.artifacts.registry): result files and settings in, a Table or Figure out.
+
+
+def _read(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any], name: str) -> dict:
+    return read_runs(inputs[name], settings["runs"])
+
+
+def render_retention_transfer_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    tinybench, paloma = (_read(inputs, settings, name) for name in ("tinybench", "paloma"))
+    return retention_transfer_table(tinybench, paloma, **titles(settings))
+
+
+def render_retention_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return retention_table(_read(inputs, settings, "tinybench"), **titles(settings))
+
+
+def render_paloma_model_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return paloma_model_table(_read(inputs, settings, "paloma"), **titles(settings))
+
+
+def render_paloma_slice_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return paloma_slice_table(_read(inputs, settings, "paloma"), **titles(settings))
+
+
+def render_gpirt_per_task_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    return gpirt_per_task_figure(_read(inputs, settings, "tinybench"), **titles(settings))
+
+
+def render_paloma_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    return paloma_figure(_read(inputs, settings, "paloma"), settings["metric"], **titles(settings))

@@ -32,11 +32,13 @@ from matplotlib.ticker import MaxNLocator
 
 from calibft.artifacts.config_tables import SYMBOLS
 from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
+from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, number, read_runs_by_split, titles
 from calibft.artifacts.tables import Table, format_number
 from calibft.checks import check_choice
 from calibft.evals.metrics import within_families
 from calibft.families import family
-from calibft.grid import Prompt, prompts
+from calibft.grid import Prompt, prompts, select
+from calibft.io import read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
 
@@ -50,12 +52,6 @@ KEY_LABELS = {"w1_norm": "normalized W₁", "logit_kl": "logit KL"}
 # The same condition has the same colour in every figure; unknown conditions take the next of CYCLE.
 CONDITION_COLORS = {"base": "#8c8c8c", "soft": "#1f77b4", "hard": "#d62728", "ssot": "#2ca02c"}
 CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
-CONDITION_TEXT = {
-    "base": "denotes the original checkpoint",
-    "soft": "the soft-target Calibration Fine-Tuning checkpoint",
-    "hard": "the hard-target Calibration Fine-Tuning checkpoint",
-    "ssot": "the String Seed of Thought prompting baseline",
-}
 
 # Normalized W₁ is in units of the target's Q95-Q05 width: beyond 100 widths a sample set is simply broken,
 # and drawing 1e223 on the same axis as 0.05 would flatten every other bar.
@@ -69,14 +65,6 @@ PEAK_FACTOR = 4.0  # a histogram may rise to this multiple of the target's peak 
 # ---------------------------------------------------------------------------------------------- data
 
 
-def _number(value: Any) -> float:
-    """A metric as a float; NaN where it is undefined (None) or not finite."""
-    if value is None:
-        return math.nan
-    value = float(value)
-    return value if math.isfinite(value) else math.nan
-
-
 def _check(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> Mapping[str, Any]:
     """The run itself, after making sure that it is the split and evaluation the caller asked for: a run of the
     other split in the wrong slot would otherwise print plausible but wrong numbers."""
@@ -86,17 +74,6 @@ def _check(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> M
             f"got {run.get('evaluation')!r} of {run.get('split')!r}"
         )
     return run
-
-
-def _models(*metrics: Mapping[str, Any]) -> list[str]:
-    return list(dict.fromkeys(model for runs in metrics for model in runs))
-
-
-def _conditions(metrics: Metrics, conditions: Sequence[str] | None) -> list[str]:
-    """The given conditions, or every condition of any model, in order of first appearance."""
-    if conditions is not None:
-        return list(conditions)
-    return list(dict.fromkeys(condition for runs in metrics.values() for condition in runs))
 
 
 def aggregates(
@@ -112,7 +89,7 @@ def aggregates(
                 row.append(math.nan)
                 continue
             run = _check(run, split, evaluation, f"{model}/{condition}")
-            row.append(_number(run["aggregate"][key]))
+            row.append(number(run["aggregate"][key]))
         rows[model] = row
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=float)
 
@@ -241,14 +218,11 @@ def structured_table(
     rate of each condition (by default every condition in `metrics`, in order). The best value of each metric
     per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
     check_choice("split", split, SPLITS)
-    conditions = _conditions(metrics, conditions)
+    conditions = conditions_of(conditions, metrics)
     w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
     what, over = _split_text(split, metrics)
-    titles = ", ".join(
-        f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions
-    )
     caption = (
-        f"Structured-sampling results on {what}. For each model, {titles}. "
+        f"Structured-sampling results on {what}. For each model, {condition_sentence(conditions, condition_titles)} "
         f"{W1_GROUP[split][:-2]} is the Q₉₅-Q₀₅ normalized Wasserstein-1 distance, averaged within family and then "
         f"aggregated across families with a median {over}; Logit KL is the corresponding trie-based "
         "logit-evaluation average against the shared evaluation target; Valid rate is the fraction of generations "
@@ -356,10 +330,6 @@ def _legend_handles(
     return handles
 
 
-def _rotation(n_models: int) -> float:
-    return 0.0 if n_models <= 3 else 45.0
-
-
 def structured_sampling_figure(
     metrics_by_split: Mapping[str, Metrics],
     model_titles: Mapping[str, str],
@@ -372,8 +342,8 @@ def structured_sampling_figure(
     splits = [split for split in SPLITS if split in metrics_by_split]
     if not splits:
         raise ValueError(f"metrics_by_split has none of the splits {SPLITS}")
-    models = _models(*(metrics_by_split[s] for s in splits))
-    conditions = list(dict.fromkeys(c for s in splits for c in _conditions(metrics_by_split[s], conditions)))
+    models = first_seen(*(metrics_by_split[s] for s in splits))
+    conditions = list(dict.fromkeys(c for s in splits for c in conditions_of(conditions, metrics_by_split[s])))
     values = {
         split: aggregates(metrics_by_split[split], "w1_norm", split, conditions)
         .reindex(index=models)
@@ -391,7 +361,9 @@ def structured_sampling_figure(
     )
     labels = [model_titles.get(m, m) for m in models]
     for ax, split in zip(axes[0], splits, strict=True):
-        grouped_bars(ax, values[split], bar_colors, labels, log=True, rotation=_rotation(len(models)), **limits)
+        grouped_bars(
+            ax, values[split], bar_colors, labels, log=True, rotation=panel_label_rotation(labels, angle=45.0), **limits
+        )
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
     shown_clip = clip if limits["clipped"] else None
@@ -414,12 +386,12 @@ def _panel_values(
                 _check(run, split, "structured", f"{model}/{condition}")
                 if split == "ood" and within == "median":
                     rows = run["prompts"]
-                    values = [_number(entry[key]) for entry in rows]
+                    values = [number(entry[key]) for entry in rows]
                     by_family = within_families(values, [entry["family"] for entry in rows], within)
-                    reported[model, condition] = {name: _number(v) for name, v in by_family.items()}
+                    reported[model, condition] = {name: number(v) for name, v in by_family.items()}
                 else:  # the family means of metrics.json, or the prompts' own values
                     level, field = ("families", "family") if split == "ood" else ("prompts", "id")
-                    reported[model, condition] = {entry[field]: _number(entry[key]) for entry in run[level]}
+                    reported[model, condition] = {entry[field]: number(entry[key]) for entry in run[level]}
     seen = {name for entries in reported.values() for name in entries}
     if split == "ood":
         order = list(dict.fromkeys(p.family for p in prompts(split)))
@@ -458,7 +430,7 @@ def per_distribution_figure(
     check_choice("split", split, SPLITS)
     check_choice("key", key, KEY_LABELS)
     models = list(metrics)
-    conditions = _conditions(metrics, conditions)
+    conditions = conditions_of(conditions, metrics)
     within = w1_within_family if key == "w1_norm" else "mean"
     titles, values = _panel_values(metrics, split, key, models, conditions, within)
     if not titles:
@@ -486,13 +458,6 @@ def per_distribution_figure(
     handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
-
-
-def per_distribution_name(split: str, key: str) -> str:
-    """The file name of a per-distribution figure: `appendix_ood_w1_per_dist`."""
-    check_choice("split", split, SPLITS)
-    short = {"w1_norm": "w1", "logit_kl": "kl"}[key]
-    return f"appendix_{split}_{short}_per_dist"
 
 
 # ---------------------------------------------------------------------------------------------- qualitative
@@ -640,3 +605,48 @@ def qualitative_figure(
     if title:
         figure.suptitle(title, fontsize=10)
     return figure
+
+
+# ---------------------------------------------------------------------------------------------- renderers
+# The registry's renderers (calibft.artifacts.registry): result files and settings in, a Table or Figure out.
+
+
+def render_structured_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return structured_table(read_runs(inputs["structured"], settings["runs"]), settings["split"], **titles(settings))
+
+
+def render_ssot_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    ssot = {
+        model: json.loads(Path(path).read_text())
+        for model, path in zip(settings["models"], inputs["ssot"], strict=True)
+    }
+    metrics = read_runs(inputs["structured"], settings["runs"])
+    return ssot_table(metrics, ssot, settings["split"], **titles(settings), conditions=settings["ssot_conditions"])
+
+
+def render_structured_sampling_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    return structured_sampling_figure(
+        read_runs_by_split(inputs["structured"], settings["splits"], settings["runs"]), **titles(settings)
+    )
+
+
+def render_per_distribution_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    metrics = read_runs(inputs["structured"], settings["runs"])
+    within = settings["w1_within_family"]
+    return per_distribution_figure(
+        metrics, settings["split"], settings["metric"], **titles(settings), w1_within_family=within
+    )
+
+
+def render_qualitative_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
+    """One panel per (model, prompt) of `settings["panels"]` ([model, condition, prompt id] triples, one per
+    samples file), with the valid samples of each of its conditions."""
+    grouped: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+    for path, (model, condition, prompt_id) in zip(inputs["samples"], settings["panels"], strict=True):
+        grouped.setdefault((model, prompt_id), {})[condition] = valid_values(path).get(prompt_id, [])
+    ood = prompts("ood")
+    panels = [
+        (settings["model_titles"][model], select(ood, [prompt_id])[0], samples)
+        for (model, prompt_id), samples in grouped.items()
+    ]
+    return qualitative_figure(panels, settings["condition_titles"])

@@ -15,21 +15,25 @@ ratings), never from a stored aggregate. Undefined values and runs that do not e
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from calibft.artifacts.structured import CONDITION_TEXT, format_decimals, format_rate, grouped_table
-from calibft.artifacts.tables import Table, latex_escape
+from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, number, titles
+from calibft.artifacts.structured import format_decimals, format_rate, grouped_table
+from calibft.artifacts.tables import Table, latex_escape, table_name
 from calibft.checks import check_choice
 from calibft.evals.noveltybench import distinct as count_distinct
 from calibft.evals.noveltybench import summarize_prompts
 from calibft.evals.noveltybench import utility as prompt_utility
+from calibft.io import read_jsonl, read_runs
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 Rows = Sequence[Mapping[str, Any]]
@@ -74,17 +78,6 @@ def format_three(value: float) -> str:
 # ---------------------------------------------------------------------------------------------- data
 
 
-def _first_seen(*mappings: Mapping[str, Any]) -> list[str]:
-    return list(dict.fromkeys(key for mapping in mappings for key in mapping))
-
-
-def _conditions(conditions: Sequence[str] | None, *metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The given conditions, or every condition of any model of any input, in order of first appearance."""
-    if conditions is not None:
-        return list(conditions)
-    return list(dict.fromkeys(c for runs in metrics for model_runs in runs.values() for c in model_runs))
-
-
 def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
 
@@ -96,22 +89,10 @@ def _frame(models: Sequence[str], conditions: Sequence[str], cell: Callable[[str
     )
 
 
-def _number(value: Any) -> float:
-    if value is None:
-        return math.nan
-    value = float(value)
-    return value if math.isfinite(value) else math.nan
-
-
 def _count_text(counts: set[int]) -> str:
     """`1,000` or `10 to 1,000`."""
     low, high = min(counts), max(counts)
     return f"{low:,}" if low == high else f"{low:,} to {high:,}"
-
-
-def _condition_sentence(conditions: Sequence[str], condition_titles: Mapping[str, str]) -> str:
-    parts = [f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions]
-    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
 
 
 # MCQ
@@ -125,10 +106,10 @@ def mcq_numbers(run: Mapping[str, Any], where: str = "mcq") -> tuple[float, floa
     if not 0 <= parsed <= n:
         raise ValueError(f"{where}: {parsed} parsed generations of {n}")
     rate = parsed / n if n else math.nan
-    stored = _number(run.get("parse_rate"))
+    stored = number(run.get("parse_rate"))
     if math.isnan(stored) != math.isnan(rate) or (not math.isnan(rate) and not _close(stored, rate)):
         raise ValueError(f"{where}: parse_rate {run.get('parse_rate')!r} is not parsed / n = {parsed}/{n}")
-    tv = _number(run.get("tv"))
+    tv = number(run.get("tv"))
     frequencies = run.get("frequencies")
     if frequencies is not None:
         recomputed = 0.5 * sum(abs(float(f) - 1 / len(frequencies)) for f in frequencies.values())
@@ -158,7 +139,7 @@ def open_ended_numbers(run: Mapping[str, Any], where: str = "open_ended") -> tup
     if run.get("evaluation", "open_ended") != "open_ended":
         raise ValueError(f"{where}: expected an open_ended evaluation, got {run.get('evaluation')!r}")
     aggregate = run["aggregate"]
-    support, unique = _number(aggregate["support"]), _number(aggregate.get("unique_fraction"))
+    support, unique = number(aggregate["support"]), number(aggregate.get("unique_fraction"))
     rows = run.get("prompts")
     if rows:
         mean_support = float(np.mean([row["support"] for row in rows]))
@@ -243,7 +224,7 @@ def mcq_table(
 ) -> Table:
     """tab:mcq-summary (`mcq_summary`): per model, the MCQ parse rate (bold: highest) and the TV distance of the
     answer positions from uniform (bold: lowest) of each condition; "---" where nothing parsed or not run."""
-    models, conditions = list(mcq), _conditions(conditions, mcq)
+    models, conditions = list(mcq), conditions_of(conditions, mcq)
     rate, tv = _mcq_frames(mcq, models, conditions)
     counts = {int(run["n"]) for runs in mcq.values() for run in runs.values()}
     caption = (
@@ -252,7 +233,7 @@ def mcq_table(
         "MCQ parse rate is the fraction of generations that can be parsed as MCQs with a question, four A/B/C/D "
         "options, and a correct-answer field in A/B/C/D. MCQ TV is the total variation distance between "
         "answer-position frequencies and the uniform distribution over parseable generations, and is omitted "
-        f"(---) when no generation is parseable. {_condition_sentence(conditions, condition_titles)} "
+        f"(---) when no generation is parseable. {condition_sentence(conditions, condition_titles)} "
         "Bold: the best value of each metric per model."
     )
     groups = [(PARSE_GROUP, rate, format_rate, False), (TV_GROUP, tv, format_three, True)]
@@ -268,7 +249,7 @@ def noveltybench_table(
     """tab:noveltybench-summary (`noveltybench_summary`): per model, the mean distinct count and mean utility of
     each condition on each split present (curated, then WildChat), recomputed from the per-prompt rows. Bold:
     the highest value of each metric per model."""
-    models, conditions = list(scores), _conditions(conditions, scores)
+    models, conditions = list(scores), conditions_of(conditions, scores)
     summaries = _novelty_summaries(scores, models, conditions)
     splits = _present_splits(summaries)
     if not splits:
@@ -295,7 +276,7 @@ def noveltybench_table(
     caption = (
         "NoveltyBench split-level summary across all evaluated models. Distinct is the mean number of semantic "
         "partitions per prompt, and Utility is the benchmark's patience-discounted reward-based score, averaged "
-        f"over the prompts of each split ({over}). {_condition_sentence(conditions, condition_titles)} "
+        f"over the prompts of each split ({over}). {condition_sentence(conditions, condition_titles)} "
         "Bold values denote the best reported result for each metric."
     )
     return grouped_table(groups, model_titles, condition_titles, "tab:noveltybench-summary", caption)
@@ -321,8 +302,8 @@ def generative_distribution_table(
     by prompt over both splits. Rows: every model of any input, in order of first appearance; "---" where a run
     is missing or the value undefined. A NoveltyBench run without a split that other runs have raises
     ValueError (its pooled utility would not be comparable). Bold: the best value of each metric per model."""
-    models = _first_seen(open_ended, mcq, scores)
-    conditions = _conditions(conditions, open_ended, mcq, scores)
+    models = first_seen(open_ended, mcq, scores)
+    conditions = conditions_of(conditions, open_ended, mcq, scores)
     numbers = {
         (m, c): open_ended_numbers(open_ended[m][c], f"open_ended {m}/{c}")
         for m in models
@@ -348,7 +329,7 @@ def generative_distribution_table(
         "among repeated samples, averaged over prompts) measure open-ended random-generation diversity; MCQ TV "
         "measures answer-position balance over parseable generations; NoveltyBench Utility is the benchmark's "
         f"patience-discounted reward metric, averaged over all {over} prompts together. MCQ TV is omitted (---) "
-        f"when no generation is parseable. {_condition_sentence(conditions, condition_titles)} "
+        f"when no generation is parseable. {condition_sentence(conditions, condition_titles)} "
         "Bold denotes the best value for each available metric."
     )
     groups = [
@@ -569,3 +550,53 @@ def qualitative_table(
     width = 0.96 / len(columns)
     column_format = "@{}" + f"p{{{width:.2f}\\linewidth}}" * len(columns) + "@{}"
     return Table(frame, case.label, caption, bold=bold, column_format=column_format, font_size="scriptsize")
+
+
+# ---------------------------------------------------------------------------------------------- renderers
+# The registry's renderers (calibft.artifacts.registry): result files and settings in, a Table out.
+
+
+def read_scores(paths: Sequence[str | Path]) -> dict[str, dict[str, dict[str, list[dict]]]]:
+    """{model: {condition: {split: rows of scores.jsonl}}} from paths .../{model}/{cond}/noveltybench/{split}/."""
+    scores: dict[str, dict[str, dict[str, list[dict]]]] = {}
+    for path in paths:
+        model, condition, _, split = Path(path).parts[-5:-1]
+        scores.setdefault(model, {}).setdefault(condition, {})[split] = read_jsonl(path)
+    return scores
+
+
+def case_records(cases: Sequence[QualitativeCase]) -> list[dict[str, Any]]:
+    """The chosen cases as JSON records, each with the name of its table."""
+    return [{"name": table_name(case.label), "label": case.label, **asdict(case)} for case in cases]
+
+
+def chosen_case(cases_file: str | Path, name: str) -> QualitativeCase:
+    """The case of the table `name` among the chosen cases of `cases_file` (`case_records`)."""
+    chosen = [record for record in json.loads(Path(cases_file).read_text()) if record["name"] == name]
+    if not chosen:
+        raise ValueError(f"{name} is not one of the cases in {cases_file}")
+    return QualitativeCase(**{k: v for k, v in chosen[0].items() if k not in ("name", "label")})
+
+
+def render_mcq_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return mcq_table(read_runs(inputs["mcq"], settings["runs"]), **titles(settings))
+
+
+def render_noveltybench_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return noveltybench_table(read_scores(inputs["noveltybench"]), **titles(settings))
+
+
+def render_generative_distribution_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    return generative_distribution_table(
+        read_runs(inputs["open_ended"], settings["runs"]),
+        read_runs(inputs["mcq"], settings["runs"]),
+        read_scores(inputs["noveltybench"]),
+        **titles(settings),
+    )
+
+
+def render_qualitative_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
+    (cases_file,) = inputs["noveltybench_cases"]
+    case = chosen_case(cases_file, settings["name"])
+    rows = case_rows(read_scores(inputs["noveltybench_curated"]), case)
+    return qualitative_table(case, rows, **titles(settings))

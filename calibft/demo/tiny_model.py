@@ -43,9 +43,9 @@ IM_END = "<|im_end|>"
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
-# Decimals of the collapsed answer to a continuous law: 5, the canonical strings' format (REFERENCE section 4),
-# so that fine-tuning changes which number the model writes, not how; with 2, the fine-tuned tiny model loses
-# the decimal point in a few percent of its answers, which wrecks W1.
+# Decimals of the collapsed answer to a continuous law: 5, the canonical strings' format (docs/method.md,
+# Canonical output spaces), so that fine-tuning changes which number the model writes, not how; with 2, the
+# fine-tuned tiny model loses the decimal point in a few percent of its answers, which wrecks W1.
 ANSWER_DECIMALS = 5
 
 OPEN_ENDED_VERBS = ("Think of", "Choose", "Name", "Pick")

@@ -1,4 +1,4 @@
-"""The tinyBenchmarks gp-IRT estimator (REFERENCE section 11), written from its formulas.
+"""The tinyBenchmarks gp-IRT estimator (docs/metrics.md, TinyBenchmarks and gp-IRT), written from its formulas.
 
 A tiny benchmark scores 100 anchor items; gp-IRT turns the 100 item scores into an estimate of the accuracy on
 the full benchmark from a fitted multidimensional IRT model.

@@ -1,4 +1,5 @@
-"""MCQ answer-position balance (REFERENCE section 9): the paper's prompt, its strict parser and the TV score.
+"""MCQ answer-position balance (docs/metrics.md, MCQ answer-position balance): the paper's prompt, its strict
+parser and the TV score.
 
     python -m calibft.evals.mcq JOB     # JOB: an MCQJob as JSON text or file
 

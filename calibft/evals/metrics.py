@@ -1,4 +1,4 @@
-"""Scoring of sampled numbers against a target law (REFERENCE section 7).
+"""Scoring of sampled numbers against a target law (docs/metrics.md, Structured sampling).
 
 - `parse_number`: the text of an answer (reasoning stripped) as a float, or None when it is not exactly one
   plain decimal or scientific number.

@@ -1,4 +1,4 @@
-"""NoveltyBench metric v1.0 (REFERENCE section 10): equivalence classes, reward ratings and utility.
+"""NoveltyBench metric v1.0 (docs/metrics.md, NoveltyBench): equivalence classes, reward ratings and utility.
 
 For one prompt, the 10 generations are partitioned greedily into equivalence classes (short texts by a
 lexical rule, longer ones by a DeBERTa similarity classifier); each generation's reward-model score becomes

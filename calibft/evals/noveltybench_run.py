@@ -1,4 +1,4 @@
-"""NoveltyBench jobs (REFERENCE section 10): generations of the model under test, then their scores.
+"""NoveltyBench jobs (docs/metrics.md, NoveltyBench): generations of the model under test, then their scores.
 
     python -m calibft.evals.noveltybench_run generate JOB   # JOB: a GenerationJob as JSON text or file
     python -m calibft.evals.noveltybench_run score JOB      # JOB: a ScoringJob

@@ -1,4 +1,4 @@
-"""Open-ended random generation (REFERENCE section 8).
+"""Open-ended random generation (docs/metrics.md, Open-ended random generation).
 
     python -m calibft.evals.open_ended JOB     # JOB: an OpenEndedJob as JSON text or file
 

@@ -1,4 +1,4 @@
-"""PALOMA perplexity and bits per byte (REFERENCE section 12): does calibration fine-tuning cost language
+"""PALOMA perplexity and bits per byte (docs/metrics.md, PALOMA): does calibration fine-tuning cost language
 modelling?
 
     python -m calibft.evals.paloma JOB     # JOB: a PalomaJob as JSON text or file

@@ -1,4 +1,4 @@
-"""Structured-sampling evaluation and the SSOT baseline (REFERENCE sections 7 and 13).
+"""Structured-sampling evaluation and the SSOT baseline (docs/metrics.md, Structured sampling and SSOT baseline).
 
     python -m calibft.evals.structured JOB     # JOB: a StructuredJob as JSON text or file
 

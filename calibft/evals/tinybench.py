@@ -1,5 +1,5 @@
-"""TinyBenchmarks per-item scoring (REFERENCE section 11): the 100 item scores of one tiny benchmark, in
-dataset row order, for the gp-IRT estimator (`calibft.evals.gpirt`, which this module leaves out).
+"""TinyBenchmarks per-item scoring (docs/metrics.md, TinyBenchmarks and gp-IRT): the 100 item scores of one tiny
+benchmark, in dataset row order, for the gp-IRT estimator (`calibft.evals.gpirt`, which this module leaves out).
 
     python -m calibft.evals.tinybench JOB     # JOB: a TinyBenchJob as JSON text or file
 

@@ -36,6 +36,10 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
 
 
-def readme_blocks(language: str) -> list[str]:
-    """The README's code blocks in this language."""
-    return re.findall(rf"```{language}\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
+def code_blocks(language: str, *documents: str) -> list[str]:
+    """The code blocks in this language of these documents (paths from the repository's root), in order."""
+    return [
+        block
+        for document in documents
+        for block in re.findall(rf"```{language}\n(.*?)```", (REPO / document).read_text(), re.DOTALL)
+    ]

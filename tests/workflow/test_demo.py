@@ -8,12 +8,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from calibft.artifacts.registry import ARTIFACTS, planned
 from calibft.granularity import read_costs
 from calibft.grid import prompts
 from calibft.io import read_jsonl
 from calibft.output_space import SpaceSet, build_output_space
 from calibft.trie import TrieSet
-from tests.workflow.runner import REPO, job_counts, readme_blocks, snakemake
+from tests.workflow.runner import REPO, code_blocks, job_counts, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -23,7 +24,7 @@ def demo_data(tmp_path_factory):
     """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
     workdir = tmp_path_factory.mktemp("demo")
     profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
-    # About 8 minutes on 2 free cores (DESIGN.md asks for at most 10); the other test worker shares them.
+    # About 8 minutes on 2 free cores; the other test worker shares them.
     result = snakemake("--profile", profile, "--directory", str(workdir), "--snakefile", snakefile, timeout=2400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return workdir
@@ -48,7 +49,7 @@ def test_demo_run_writes_the_data_layer(demo_data):
 
 # The demo's outcome tests assert what holds with a margin over seeds and CPUs: each threshold lies at least 3
 # standard deviations beyond the mean of its figure over 12 measurements (seeds 11, 12 and 13, natively and as a
-# CPU without AVX-512, soft and hard; `python benchmarks/structured_spread.py demo`, README "The demo's spread").
+# CPU without AVX-512, soft and hard; `python benchmarks/structured_spread.py demo`, docs/reproducibility.md).
 
 
 @pytest.mark.parametrize("recipe", ["soft", "hard"])
@@ -61,18 +62,6 @@ def test_demo_training_lowers_the_unseen_parameter_kl_by_40_percent(demo_data, r
     log = read_jsonl(adapter / "train_log.jsonl")
     assert [r["step"] for r in log] == list(range(1, run["steps"] + 1))
     assert {"step", "epoch", "loss", "lr", "tokens_per_s"} <= log[0].keys()
-
-
-def test_demo_renders_the_configuration_tables_training_curves_and_method_figure(demo_data):
-    tables = demo_data / "results" / "tables"
-    for name in ("shared_hyperparams", "method_hyperparams", "benchmark_distributions"):
-        for suffix in ("tex", "csv", "md"):
-            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
-    assert "tab:method-hyperparams" in (tables / "method_hyperparams.tex").read_text()
-    figures = demo_data / "results" / "figures"
-    for name in ("training_curves", "method"):
-        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
-        assert (figures / f"{name}.pdf").stat().st_size > 0, name
 
 
 def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_data):
@@ -130,7 +119,7 @@ def _structured(demo_data: Path, cond: str, split: str) -> dict:
 
 # tuned / base logit KL: unseen parameters 0.46 to 0.73 (mean 0.57, standard deviation 0.09), held-out families
 # 0.67 to 0.90 (0.76, 0.07). Normalized W1 is not asserted: its ratio on unseen parameters spans 0.88 to 1.54
-# (README Status).
+# (docs/status.md).
 LOGIT_KL_RATIO_BELOW = {"unseen": 0.9, "ood": 1.0}
 
 
@@ -156,27 +145,13 @@ def test_demo_structured_outputs_follow_the_artifact_contract(demo_data):
         assert len(ssot["prompts"]) == len(prompts(split))
 
 
-def test_demo_renders_the_structured_tables_and_figures(demo_data):
-    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
-    for name in ("main_ood", "main_unseen", "ssot_structured_ood", "ssot_structured_unseen"):
-        for suffix in ("tex", "csv", "md"):
-            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
-    assert "tab:main-ood" in (tables / "main_ood.tex").read_text()
-    assert "Tiny (demo)" in (tables / "main_unseen.md").read_text()
-    names = ["main_structured_sampling", "main_ood_qualitative", "appendix_ssot_qualitative"]
-    names += [f"appendix_{split}_{metric}_per_dist" for split in ("ood", "unseen") for metric in ("w1", "kl")]
-    for name in names:
-        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
-        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
-
-
-def test_readme_python_examples_run_on_the_demo_results(demo_data, monkeypatch):
+def test_the_python_examples_of_the_docs_run_on_the_demo_results(demo_data, monkeypatch):
     monkeypatch.chdir(demo_data)
-    blocks = readme_blocks("python")
+    blocks = code_blocks("python", "README.md", "docs/outputs.md")
     assert len(blocks) == 2
     namespaces: list[dict] = [{} for _ in blocks]
     for block, namespace in zip(blocks, namespaces, strict=True):
-        exec(compile(block, "README.md", "exec"), namespace)
+        exec(compile(block, "example", "exec"), namespace)
         np.testing.assert_allclose(namespace["q"].sum(), 1.0)
     (metrics,) = [namespace["metrics"] for namespace in namespaces if "metrics" in namespace]
     assert metrics["samples"] == 200 and metrics["valid_rate"] > 0.5
@@ -195,9 +170,8 @@ def test_demo_report_holds_every_table_and_figure_with_its_caption(demo_data):
     rendered += [p.name for p in (demo_data / "results" / "figures").glob("*.pdf")]
     assert len(rendered) > 30
     assert all(f'"filename": "{name}"' in html for name in rendered), rendered
-    captions = yaml.safe_load((REPO / "report" / "captions.yaml").read_text())
-    for name in ("main_ood", "method", "grid_ablation", "config_tables", "noveltybench_qualitative_soft"):
-        assert captions[name][:60] in html, name
+    for row in ARTIFACTS:  # each with its caption, which names its label in the paper
+        assert " ".join(row.caption.split()[:4]) in html and (row.label is None or f"({row.label})" in html), row.name
     assert "Every table and figure of" in html  # the workflow's description
 
 
@@ -217,20 +191,28 @@ def test_demo_fine_tuning_diversifies_open_ended_answers(demo_data):
     assert len(samples) == 6 * 100
 
 
-def test_demo_renders_the_transfer_tables_and_figures(demo_data):
-    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
-    names = ["generative_distribution_summary", "noveltybench_summary", "mcq_summary"]
-    cases = json.loads((tables / "noveltybench_qualitative_cases.json").read_text())
+MAGIC = {"png": b"\x89PNG", "pdf": b"%PDF"}
+DEMO_SPLITS = yaml.safe_load((REPO / "profiles/demo/demo.yaml").read_text())["evaluation"]["structured"]["splits"]
+
+
+def test_demo_renders_every_table_and_figure_of_the_registry(demo_data):
+    """Each row of calibft.artifacts.registry that the demo's config plans, and each NoveltyBench case table."""
+    results = demo_data / "results"
+    cases = json.loads((results / "tables" / "noveltybench_qualitative_cases.json").read_text())
     assert [case["regime"] for case in cases] == ["soft"] * 3 + ["hard"] * 3 + ["base"] * 3
     assert all(case["label"] == f"tab:noveltybench-qualitative-{case['regime']}-tiny-curated-{case['index']}"
                for case in cases)  # fmt: skip
-    names += [case["name"] for case in cases]
-    for name in names:
-        for suffix in ("tex", "csv", "md"):
-            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
-    for name in ("appendix_open_multi_threshold", "appendix_open_qualitative"):
-        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
-        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
+    (chosen,) = [row for row in ARTIFACTS if row.chosen]
+    rendered = [(row, row.name, row.label) for row in planned(DEMO_SPLITS)]
+    rendered += [(chosen, case["name"], case["label"]) for case in cases]
+    assert len(rendered) == len(ARTIFACTS) - 1 + len(cases)  # the demo plans every row
+    for row, name, label in rendered:
+        for path in row.files(name):
+            data = (results / path).read_bytes()
+            assert data[:4] == MAGIC.get(path.rsplit(".", 1)[1], data[:4]) and data, path
+        if row.kind == "table" and label:
+            assert f"\\label{{{label}}}" in (results / "tables" / f"{name}.tex").read_text(), name
+    assert "Tiny (demo)" in (results / "tables" / "main_unseen.md").read_text()
 
 
 def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
@@ -253,16 +235,6 @@ def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
             assert all(r["utility"] == pytest.approx(utility(r["class_ids"], r["ratings"])) for r in rows)
             summary = json.loads((folder / "noveltybench" / split / "summary.json").read_text())
             assert summary["utility"] == pytest.approx(summarize_prompts(rows)["pooled"]["utility"])
-
-
-def test_demo_renders_the_retention_tables_and_figures(demo_data):
-    tables, figures = demo_data / "results" / "tables", demo_data / "results" / "figures"
-    for name in ("retention_transfer_summary", "retention_summary", "paloma_model_summary", "paloma_slice_summary"):
-        for suffix in ("tex", "csv", "md"):
-            assert (tables / f"{name}.{suffix}").stat().st_size > 0, (name, suffix)
-    for name in ("appendix_retention_gpirt_per_task", "appendix_paloma_perplexity", "appendix_paloma_bpb"):
-        assert (figures / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
-        assert (figures / f"{name}.pdf").read_bytes()[:4] == b"%PDF", name
 
 
 def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from calibft.plan import gpu_hours_by_rule, planned_jobs
-from tests.workflow.runner import REPO, job_counts, paper_workflow_in, readme_blocks, snakemake
+from tests.workflow.runner import REPO, code_blocks, job_counts, paper_workflow_in, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -54,11 +54,8 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
         "open_ended_prompts": 1, "open_ended_eval": 36, "mcq_eval": 36, "noveltybench_prompts": 2,
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
-        "grid_granularity": 1, "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2,
-        "config_tables": 1, "training_curves": 1, "structured_table": 2, "ssot_prompts": 1, "ssot_table": 2,
-        "structured_sampling_figure": 1, "per_distribution_figure": 4, "qualitative_figure": 3, "transfer_table": 3,
-        "open_ended_figure": 2, "retention_table": 4, "retention_figure": 3, "noveltybench_qualitative_cases": 1,
-        "all": 1, "total": 617,
+        "grid_granularity": 1, "ssot_prompts": 1, "table": 17, "figure": 15, "noveltybench_qualitative_cases": 1,
+        "all": 1, "total": 619,
     }  # fmt: skip
     assert "build_tiny_model" not in paper_plan
     blocks = paper_plan.split("\n\n")
@@ -91,8 +88,8 @@ def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_
     assert len(trains) == 58 and all('"max_steps": 2' in block for block in trains)
     smoke_hours, paper_hours = (sum(row["gpu_hours"] for row in gpu_hours_by_rule(jobs)) for jobs in (smoke, paper))
     assert 0 < smoke_hours < paper_hours / 10
-    readme = " ".join((REPO / "README.md").read_text().split())  # the README quotes both figures
-    assert f"request {smoke_hours:,g} GPU-hours" in readme and f"against {paper_hours:,g} for the full run" in readme
+    docs = " ".join((REPO / "docs" / "cluster.md").read_text().split())  # the docs quote both figures
+    assert f"request {smoke_hours:,g} GPU-hours" in docs and f"against {paper_hours:,g} for the full run" in docs
 
 
 def test_the_cpu_smoke_has_the_cluster_smokes_counts():
@@ -120,8 +117,7 @@ def test_the_mini_profiles_plan_the_structured_part_for_both_real_checkpoints(pr
     # structured tables and figures; nothing of the other evaluations
     assert counts == {
         "packaged_model": 2, "prompts": 3, "output_space": 4, "trie": 6, "train": 4, "structured_eval": 12,
-        "config_tables": 1, "training_curves": 1, "structured_table": 2, "structured_sampling_figure": 1,
-        "per_distribution_figure": 4, "qualitative_figure": 1, "structured": 1, "total": 42,
+        "table": 5, "figure": 7, "structured": 1, "total": 44,
     }  # fmt: skip
     blocks = result.stdout.split("\n\n")
     evals = [block for block in blocks if "\nrule structured_eval:" in block]
@@ -137,8 +133,8 @@ def test_one_table_plans_only_what_it_needs():
     result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
-    assert counts["structured_eval"] == 36 and counts["structured_table"] == 1
-    assert "ssot_eval" not in counts and "qualitative_figure" not in counts
+    assert counts["structured_eval"] == 36 and counts["table"] == 1
+    assert "ssot_eval" not in counts and "figure" not in counts
     assert "structured/unseen" not in result.stdout
 
 
@@ -199,11 +195,8 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     assert job_counts(result.stdout) == {
         "build_tiny_model": 3, "prompts": 3, "output_space": 6, "trie": 5, "train": 5, "structured_eval": 12,
         "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6, "noveltybench_score": 6,
-        "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1,
-        "grid_granularity_table": 1, "method_figure": 1, "ablation_table": 2, "config_tables": 1, "training_curves": 1,
-        "structured_table": 2, "ssot_table": 2, "structured_sampling_figure": 1, "per_distribution_figure": 4,
-        "qualitative_figure": 3, "transfer_table": 3, "open_ended_figure": 2, "retention_table": 4,
-        "retention_figure": 3, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "all": 1, "total": 95,
+        "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1, "table": 17,
+        "figure": 15, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "all": 1, "total": 97,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset
@@ -290,7 +283,7 @@ def test_tries_are_planned_for_the_tokenizers_of_their_readers(tmp_path):
 
 
 def test_a_model_added_as_the_readme_shows_plans_its_training_and_evaluation(tmp_path):
-    (added,) = [block for block in readme_blocks("yaml") if block.startswith("# my_models.yaml")]
+    (added,) = [block for block in code_blocks("yaml", "README.md") if block.startswith("# my_models.yaml")]
     (tmp_path / "my_models.yaml").write_text(added)
     target = "results/eval/mistral_7b/soft/structured/ood/metrics.json"
     assert target in (REPO / "README.md").read_text()

@@ -1,0 +1,66 @@
+"""What every table and figure does with the runs it reads: `runs[model][condition]` mappings (a metrics.json or
+summary.json each, `calibft.io.read_runs`), their models and conditions in order, their numbers as floats, and
+the sentence of a caption that says what each condition is."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from calibft.io import read_runs
+
+Runs = Mapping[str, Mapping[str, Any]]  # model -> condition -> one run's JSON
+CONDITION_TEXT = {
+    "base": "denotes the original checkpoint",
+    "soft": "the soft-target Calibration Fine-Tuning checkpoint",
+    "hard": "the hard-target Calibration Fine-Tuning checkpoint",
+    "ssot": "the String Seed of Thought prompting baseline",
+}
+
+
+def number(value: Any) -> float:
+    """A stored value as a float; NaN where it is undefined (None) or not finite."""
+    if value is None:
+        return math.nan
+    value = float(value)
+    return value if math.isfinite(value) else math.nan
+
+
+def first_seen(*mappings: Mapping[str, Any]) -> list[str]:
+    """The keys of the mappings (the models of some runs), in order of first appearance."""
+    return list(dict.fromkeys(key for mapping in mappings for key in mapping))
+
+
+def conditions_of(conditions: Sequence[str] | None, *runs: Runs) -> list[str]:
+    """The given conditions, or every condition of any model of any input, in order of first appearance."""
+    if conditions is not None:
+        return list(conditions)
+    return list(dict.fromkeys(c for mapping in runs for model_runs in mapping.values() for c in model_runs))
+
+
+def titles(settings: Mapping[str, Any]) -> dict[str, Mapping[str, str]]:
+    """The models' and conditions' titles of a renderer's settings, as the table and figure builders take them."""
+    return {"model_titles": settings["model_titles"], "condition_titles": settings["condition_titles"]}
+
+
+def read_runs_by_split(
+    paths: Sequence[str], splits: Sequence[str], runs: Sequence[Sequence[str]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{split: runs} from the files of every run, split after split (as the workflow lists them)."""
+    if len(paths) != len(splits) * len(runs):
+        raise ValueError(f"{len(paths)} files for {len(splits)} splits of {len(runs)} runs")
+    return {split: read_runs(paths[i * len(runs) : (i + 1) * len(runs)], runs) for i, split in enumerate(splits)}
+
+
+def join_words(parts: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b, and c`."""
+    if len(parts) <= 2:
+        return " and ".join(parts)
+    return ", ".join(parts[:-1]) + ", and " + parts[-1]
+
+
+def condition_sentence(conditions: Sequence[str], condition_titles: Mapping[str, str]) -> str:
+    """`Base denotes the original checkpoint, Soft the soft-target ..., and Hard the hard-target ....`"""
+    parts = [f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions]
+    return join_words(parts) + "." if parts else ""
