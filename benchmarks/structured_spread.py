@@ -13,7 +13,7 @@ kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET). A
 complete is only checked by Snakemake, so a sweep can be extended run by run.
 
 Prints one JSON line: every run's figures, their ranges over the runs, and for each outcome that the demo's
-tests assert (tests/test_workflow.py) the minimum, maximum, mean and standard deviation of its figures, pooled
+tests assert (tests/workflow/test_demo.py) the minimum, maximum, mean and standard deviation of its figures, pooled
 over the models and the soft and hard recipes. With --markdown FILE, also writes the tables of docs/mini.md: per step
 cap, mean and standard deviation over the runs of each model's figures, and normalized W1 over the families
 where the base and both adapters have a valid answer.
