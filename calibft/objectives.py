@@ -132,11 +132,6 @@ def soft_target_kl(
     return (zeros.index_add(0, step_example, per_step.float()) / steps).to(dtype)
 
 
-def soft_target_loss(*args, **kwargs) -> torch.Tensor:
-    """The soft-target objective: `soft_target_kl` (same arguments) averaged over the batch."""
-    return soft_target_kl(*args, **kwargs).mean()
-
-
 def completion_cross_entropy(
     step_logits: torch.Tensor,
     step_target: torch.Tensor,

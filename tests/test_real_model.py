@@ -11,7 +11,7 @@ import torch
 from scipy.stats import chi2_contingency
 
 from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
-from calibft.evals.paloma import document_nll
+from calibft.evals.paloma import documents_nll
 from calibft.evals.tinybench import continuation_logliks
 from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.gguf_checkpoint import SOURCE_FILE, convert_gemma3_270m
@@ -187,6 +187,6 @@ def test_paloma_windows_give_each_token_its_window_context(gemma):
         with torch.no_grad():
             logits = model(torch.tensor([doc[start:t]])).logits[0, -1].double()
         by_hand -= torch.log_softmax(logits, -1)[doc[t]].item()
-    nll, tokens = document_nll(model, doc, window=8, stride=4, batch_size=3)
+    nll, tokens = documents_nll(model, [doc], window=8, stride=4, batch_size=3)[0]
     assert tokens == len(doc) - 1
     assert nll == pytest.approx(by_hand, rel=REL)

@@ -282,13 +282,6 @@ def noveltybench_table(
     return grouped_table(groups, model_titles, condition_titles, "tab:noveltybench-summary", caption)
 
 
-def pooled_utility(run: Mapping[str, Rows], where: str = "noveltybench") -> float:
-    """The headline NoveltyBench utility of one run: the mean over all prompts of all its splits (pooled by
-    prompt, so a split weighs by its size; not the mean of the split means). NaN without rows."""
-    summary = _novelty_summary(run, where)
-    return math.nan if summary is None else summary["pooled"]["utility"]
-
-
 def generative_distribution_table(
     open_ended: Runs,
     mcq: Runs,

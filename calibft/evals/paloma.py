@@ -140,18 +140,6 @@ def documents_nll(
     return totals
 
 
-def document_nll(
-    model,
-    token_ids: Sequence[int],
-    window: int = WINDOW,
-    stride: int = STRIDE,
-    batch_size: int = BATCH_SIZE,
-    numerics: str = "fp32",
-) -> tuple[float, int]:
-    """(summed NLL, scored tokens) of one document: its windows batched together (`documents_nll`)."""
-    return documents_nll(model, [token_ids], window, stride, batch_size, numerics)[0]
-
-
 @dataclass(frozen=True)
 class Totals:
     """Summed NLL (nats), scored tokens and UTF-8 bytes of a set of documents, how many documents, and how many

@@ -281,13 +281,6 @@ def gsm8k_answers(text: str, answer: str, extraction: str) -> dict:
     }
 
 
-def gsm8k_scores(text: str, answer: str, extraction: str) -> tuple[int, int]:
-    """(strict, flexible) exact match, 0 or 1, of a generation against the row's `answer` solution, under the
-    answer extraction `extraction` ("release" or "lm_eval", see `gsm8k_answers`)."""
-    fields = gsm8k_answers(text, answer, extraction)
-    return fields["strict"], fields["flexible"]
-
-
 def argmax_accuracy(logliks: Sequence[float], target: int) -> int:
     """1 when the most likely choice (the first on a tie) is the target, else 0."""
     return int(int(np.argmax(np.asarray(logliks, dtype=np.float64))) == int(target))

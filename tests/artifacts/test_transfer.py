@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from calibft.artifacts import transfer
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
 from calibft.artifacts.transfer import (
     QualitativeCase,
@@ -13,7 +14,6 @@ from calibft.artifacts.transfer import (
     mcq_table,
     noveltybench_table,
     plain_text,
-    pooled_utility,
     qualitative_cases,
     qualitative_table,
     representatives,
@@ -199,7 +199,7 @@ def test_pooled_utility_is_the_mean_over_prompts_not_of_split_means():
     pooled = mean_utility(run["curated"] + run["wildchat"])
     of_means = (mean_utility(run["curated"]) + mean_utility(run["wildchat"])) / 2
     assert abs(pooled - of_means) > 0.5  # the inputs tell the two apart
-    assert pooled_utility(run) == pytest.approx(pooled)
+    assert transfer._novelty_summary(run, "noveltybench")["pooled"]["utility"] == pytest.approx(pooled)
 
 
 # ---------------------------------------------------------------------------------------------- generative summary

@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from calibft.evals.paloma import (
+    BATCH_SIZE,
     SLICES,
+    STRIDE,
+    WINDOW,
     PalomaJob,
     Totals,
-    document_nll,
     documents_nll,
     load_documents,
     main,
@@ -34,6 +36,11 @@ TEXTS = [
     "A",
     "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20",
 ]
+
+
+def document_nll(model, token_ids, window=WINDOW, stride=STRIDE, batch_size=BATCH_SIZE, numerics="fp32"):
+    """(summed NLL, scored tokens) of one document: `documents_nll` of it alone."""
+    return documents_nll(model, [token_ids], window, stride, batch_size, numerics)[0]
 
 
 @pytest.fixture(scope="module")
