@@ -839,7 +839,7 @@ def artifact_names(kind):
     """A wildcard constraint: the names of the registry's tables or figures."""
     names = [re.escape(row.name) for row in ARTIFACTS if row.kind == kind]
     names += [
-        f"{row.name}_(soft|hard|base)_.+"
+        f"{re.escape(row.name)}_.+"
         for row in ARTIFACTS
         if row.kind == kind and row.chosen
     ]
