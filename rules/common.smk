@@ -182,11 +182,7 @@ def granularity_tokenizer_files(wildcards):
     return local_tokenizer(GRANULARITY["tokenizer"])
 
 
-def method_tokenizer_files(wildcards):
-    return local_tokenizer(config["method_figure"]["tokenizer"])
-
-
-def evaluation_space(wildcards):
+def evaluation_space():
     """(decimals, max bins) of the shared evaluation target: the reference row of tab:grid-granularity."""
     space = config["output_spaces"][STRUCTURED["space"]]
     return [space["decimals"], space["max_bins"]]
@@ -581,12 +577,17 @@ def ssot_job(wildcards):
     )
 
 
-def structured_metrics(split, conditions=None):
-    """metrics.json of every model and condition on one split, in the order of structured_runs."""
+def eval_files(evaluation, name):
+    """A file of every model and condition's run of an evaluation, in table order."""
     return [
-        f"{OUT}/eval/{model}/{cond}/structured/{split}/metrics.json"
-        for model, cond in structured_runs(conditions)
+        f"{OUT}/eval/{model}/{cond}/{evaluation}/{name}"
+        for model, cond in structured_runs()
     ]
+
+
+def structured_metrics(split):
+    """metrics.json of every model and condition on one split, in the order of structured_runs."""
+    return eval_files(f"structured/{split}", "metrics.json")
 
 
 def ssot_metrics(split):
@@ -596,11 +597,9 @@ def ssot_metrics(split):
     ]
 
 
-def structured_runs(conditions=None):
+def structured_runs():
     """[model, condition] pairs in table order: the models of the config, each with its conditions."""
-    return [
-        [model, cond] for model in config["models"] for cond in conditions or CONDITIONS
-    ]
+    return [[model, cond] for model in config["models"] for cond in CONDITIONS]
 
 
 # The SSOT tables put the baseline next to the base model and the soft-target adapter.
@@ -634,6 +633,15 @@ def qualitative_panels(panels):
         for panel in STRUCTURED["qualitative"]
         for cond in ["base", "ssot", *SSOT_CONDITIONS[1:]]
     ]
+
+
+def samples_read(split, panels):
+    """The samples files of a qualitative figure's panels, with the panels (and the decimals ablation's legend)."""
+    drawn = qualitative_panels(panels)
+    settings = {"panels": drawn}
+    if panels == "decimals":
+        settings["condition_titles"] = decimals_titles()
+    return [samples_file(model, cond, split) for model, cond, _ in drawn], settings
 
 
 def decimals_titles():
@@ -670,14 +678,6 @@ def ablation_settings(objective):
         ),
         "reference": config["output_spaces"][STRUCTURED["space"]],
     }
-
-
-def eval_files(evaluation, name):
-    """A file of every model and condition's run of an evaluation, in table order."""
-    return [
-        f"{OUT}/eval/{model}/{cond}/{evaluation}/{name}"
-        for model, cond in structured_runs()
-    ]
 
 
 def noveltybench_scores():
@@ -753,7 +753,7 @@ ARTIFACT_READS = {
     ),
     "granularity": lambda row: (
         ["results/granularity/costs.json"],
-        {"reference": evaluation_space(None)},
+        {"reference": evaluation_space()},
     ),
     "tokenizer": lambda row: (
         local_tokenizer(config["method_figure"]["tokenizer"]),
@@ -775,20 +775,7 @@ ARTIFACT_READS = {
         ssot_metrics(row.split),
         {"ssot_conditions": SSOT_CONDITIONS, "models": list(config["models"])},
     ),
-    "samples": lambda row: (
-        [
-            samples_file(model, cond, row.split)
-            for model, cond, _ in qualitative_panels(row.options["panels"])
-        ],
-        {
-            "panels": qualitative_panels(row.options["panels"]),
-            **(
-                {"condition_titles": decimals_titles()}
-                if row.options["panels"] == "decimals"
-                else {}
-            ),
-        },
-    ),
+    "samples": lambda row: samples_read(row.split, row.options["panels"]),
     "ablation": lambda row: (
         [
             p

@@ -24,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
+from calibft.artifacts.runs import titles
 from calibft.artifacts.structured import condition_colors
 from calibft.io import read_jsonl, read_runs
 
@@ -282,8 +283,7 @@ def open_qualitative_figure(
 def render_open_multi_threshold_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
     return open_multi_threshold_figure(
         read_runs(inputs["open_ended"], settings["runs"]),
-        model_titles=settings["model_titles"],
-        condition_titles=settings["condition_titles"],
+        **titles(settings),
         model_families=settings["model_families"],
         model_sizes=settings["model_sizes"],
     )
