@@ -70,7 +70,7 @@ SWITCHES = (
         as_written="mean",
         paper='"the corresponding ... average" of the family means',
         release_code="mean of the family means (calibrate_sft/eval.py `_summarize_logit_rows`)",
-        moves="logit-KL columns of main_ood, main_unseen and the ablation tables",
+        moves="logit-KL columns of the structured-sampling and ablation tables",
     ),
     Switch(
         "logit_kl_path_seeds",

@@ -19,7 +19,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -30,31 +30,14 @@ from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints
 from calibft.grid import prompts, select
 from calibft.io import atomic_path, read_job, read_jsonl, write_json
+from calibft.jobs import TrainJob
 from calibft.models import attach_lora, load_model, load_tokenizer, padding_id
 from calibft.objectives import hard_batch_loss, path_kl, soft_batch_loss
 from calibft.output_space import SpaceSet
-from calibft.protocol import resolve
 from calibft.provenance import package_versions, write_provenance
 from calibft.trie import TrieSet
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """Everything one training run needs, resolved from the config by the workflow."""
-
-    model: str  # Hugging Face id or folder
-    tokenizer: str
-    chat: dict
-    recipe: dict  # objective, epochs, samples_per_prompt, temperature, max_steps
-    training: dict  # the config's `training` section
-    seed: int
-    train_data: str  # soft: the trie set of the train split; hard: its output-space set
-    probe_tries: str  # tries of the unseen prompts on the evaluation target, for the KL in run.json
-    out_dir: str  # results/adapters/{model}/{recipe}
-    checkpoint_dir: str  # survives a failed job, unlike the outputs
-    protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
 
 
 def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, job: TrainJob) -> float:

@@ -15,12 +15,9 @@ rule structured_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=structured_job,
+        job=job_params(StructuredJob.from_config),
     shell:
         "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
 
@@ -40,12 +37,9 @@ rule ssot_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=ssot_job,
+        job=job_params(StructuredJob.ssot_from_config),
     shell:
         "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
 
@@ -67,12 +61,9 @@ rule open_ended_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=open_ended_job,
+        job=job_params(OpenEndedJob.from_config),
     shell:
         "python -m calibft.evals.open_ended {params.job:q} > {log} 2>&1"
 
@@ -92,12 +83,9 @@ rule mcq_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=mcq_job,
+        job=job_params(MCQJob.from_config),
     shell:
         "python -m calibft.evals.mcq {params.job:q} > {log} 2>&1"
 
@@ -119,12 +107,9 @@ rule noveltybench_generate:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=noveltybench_generation_job,
+        job=job_params(GenerationJob.from_config),
     shell:
         "python -m calibft.evals.noveltybench_run generate {params.job:q} > {log} 2>&1"
 
@@ -147,12 +132,9 @@ rule noveltybench_score:
         "../envs/calibft.yaml"
     threads: scoring_resource("cpus")
     resources:
-        gpu=scoring_resource("gpus"),
-        gpu_model=scoring_resource("gpu_model"),
-        mem_mb=scoring_resource("mem_mb"),
-        runtime=scoring_resource("runtime"),
+        **SCORING_RESOURCES,
     params:
-        job=noveltybench_scoring_job,
+        job=job_params(ScoringJob.from_config),
     shell:
         "python -m calibft.evals.noveltybench_run score {params.job:q} > {log} 2>&1"
 
@@ -176,12 +158,9 @@ rule tinybench_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=tinybench_job,
+        job=job_params(TinyBenchJob.from_config),
     shell:
         "python -m calibft.evals.tinybench {params.job:q} > {log} 2>&1"
 
@@ -202,11 +181,8 @@ rule paloma_eval:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
     resources:
-        gpu=model_resource("gpus", "eval_resources"),
-        gpu_model=model_resource("gpu_model", "eval_resources"),
-        mem_mb=model_resource("mem_mb", "eval_resources"),
-        runtime=model_resource("runtime", "eval_resources"),
+        **EVAL_RESOURCES,
     params:
-        job=paloma_job,
+        job=job_params(PalomaJob.from_config),
     shell:
         "python -m calibft.evals.paloma {params.job:q} > {log} 2>&1"

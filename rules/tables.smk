@@ -51,7 +51,7 @@ checkpoint noveltybench_qualitative_cases:
     input:
         noveltybench_curated_scores,
     output:
-        out("tables/noveltybench_qualitative_cases.json"),
+        LAYOUT.noveltybench_cases(),
     log:
         out_log("tables/noveltybench_qualitative_cases.log"),
     localrule: True

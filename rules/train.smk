@@ -19,12 +19,9 @@ rule train:
         "../envs/calibft.yaml"
     threads: model_resource("cpus")
     resources:
-        gpu=model_resource("gpus"),
-        gpu_model=model_resource("gpu_model"),
-        mem_mb=model_resource("mem_mb"),
-        runtime=model_resource("runtime"),
+        **TRAIN_RESOURCES,
     params:
-        job=train_job,
+        job=job_params(TrainJob.from_config),
         launcher=train_launcher,
     shell:
         "{params.launcher} -m calibft.train {params.job:q} > {log} 2>&1"

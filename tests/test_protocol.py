@@ -14,10 +14,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
 from calibft.evals.metrics import across_families, within_families
 from calibft.grid import prompts
+from calibft.jobs import GenerationJob, MCQJob, OpenEndedJob, StructuredJob, TinyBenchJob, TrainJob
 from calibft.objectives import fixed_paths
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
-from calibft.train import TrainJob
 from calibft.train import run as train
 from calibft.trie import trie_set_for_spaces
 from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer
@@ -150,25 +150,23 @@ def model_fields(folder: Path, out: Path, preset: str) -> dict:
 
 def run_structured(folder, out, preset):
     fields = model_fields(folder, out, preset)
-    structured.run(structured.StructuredJob(**fields, evaluation="ssot", split="ood", system="Draw."))
+    structured.run(StructuredJob(**fields, evaluation="ssot", split="ood", system="Draw."))
 
 
 def run_open_ended(folder, out, preset):
     (out / "prompts.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "prompts.json").write_text(json.dumps(["Name a random city. Output ONLY the answer."]))
-    open_ended.run(open_ended.OpenEndedJob(**model_fields(folder, out, preset), prompts_file=str(out / "prompts.json")))
+    open_ended.run(OpenEndedJob(**model_fields(folder, out, preset), prompts_file=str(out / "prompts.json")))
 
 
 def run_mcq(folder, out, preset):
-    mcq.run(mcq.MCQJob(**model_fields(folder, out, preset)))
+    mcq.run(MCQJob(**model_fields(folder, out, preset)))
 
 
 def run_noveltybench(folder, out, preset):
     out.mkdir(parents=True, exist_ok=True)
     (out / "prompts.jsonl").write_text(json.dumps({"id": "p0", "prompt": "Tell me a joke."}) + "\n")
-    job = noveltybench_run.GenerationJob(
-        **model_fields(folder, out, preset), split="curated", prompts_file=str(out / "prompts.jsonl")
-    )
+    job = GenerationJob(**model_fields(folder, out, preset), split="curated", prompts_file=str(out / "prompts.jsonl"))
     noveltybench_run.generate(job)
 
 
@@ -205,7 +203,7 @@ def run_tinybench(folder, out, preset):
         (out / f"{task}.jsonl").write_text(json.dumps(row) + "\n")
         tasks[task] = str(out / f"{task}.jsonl")
     fields = model_fields(folder, out, preset) | {"sampling": {}}
-    tinybench.run(tinybench.TinyBenchJob(**fields, tasks=tasks, max_new_tokens=2))
+    tinybench.run(TinyBenchJob(**fields, tasks=tasks, max_new_tokens=2))
 
 
 WHERE = {

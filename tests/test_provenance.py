@@ -8,11 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 import calibft.io
-from calibft.evals.jobs import ModelJob
-from calibft.evals.noveltybench_run import ScoringJob
+from calibft.jobs import ModelJob, ScoringJob, TrainJob
 from calibft.protocol import resolve
 from calibft.provenance import FILENAME, git_state, provenance, write_provenance
-from calibft.train import TrainJob
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +85,7 @@ def test_provenance_of_a_job_with_a_local_tiny_model(tiny_folder, tmp_path):
     assert json.loads(json.dumps(record)) == record  # plain JSON
     assert record["protocol"] == resolve({"preset": "as_written"}) == job.protocol
     assert record["generation"] == generation and record["seeds"] == {"job": 7, "open_ended": 1234}
-    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.evals.jobs.ModelJob"
+    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.jobs.ModelJob"
     local = record["models"]["model"]
     assert local["path"] == str(tiny_folder.resolve()) and local["kind"] == "folder"
     names = [name for name, _, _ in local["files"]]

@@ -18,11 +18,12 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.demo.tiny_model import build_tiny_model
 from calibft.grid import prompts, select
+from calibft.jobs import TrainJob
 from calibft.models import attach_lora, load_model, load_tokenizer
 from calibft.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
 from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.protocol import resolve
-from calibft.train import TrainJob, run
+from calibft.train import run
 from calibft.trie import TrieSet, tokenize_values, trie_set_for_spaces
 
 LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}

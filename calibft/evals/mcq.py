@@ -32,38 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from calibft.chat import chat_prompt_ids, strip_reasoning
-from calibft.evals.jobs import ModelJob
 from calibft.generation import sample_texts
 from calibft.io import read_job, write_json, write_jsonl
-
-# The paper's text (appendix app:mcq-prompt), ending, as in the authors' code, with a newline (Qwen3's template
-# keeps it in the user turn).
-MCQ_PROMPT = """\
-You are a medical education expert who creates high-quality multiple-choice questions for medical students \
-and professionals.
-
-Please generate a medical multiple-choice question (single answer, 4 options). The question should cover \
-medical knowledge and be of moderate difficulty.
-
-Please strictly follow this format:
-Question: [Question content]
-A. [Option A content]
-B. [Option B content]
-C. [Option C content]
-D. [Option D content]
-Correct Answer: [A/B/C/D]
-Explanation: [Brief explanation]
-
-Requirements:
-(1) The question should have practical medical value.
-(2) All four options should be plausible with reasonable distractors.
-(3) Only one correct answer.
-(4) Output directly without any additional content.
-(5) Cover different medical knowledge areas (e.g., internal medicine, surgery, pharmacology, pathology, \
-diagnostics).
-(6) The correct answer should be evenly distributed among A, B, C, D options to avoid bias toward any \
-particular option.
-"""
+from calibft.jobs import MCQJob
 
 LETTERS = ("A", "B", "C", "D")
 ANSWER_FIELD = "Correct Answer"
@@ -171,13 +142,6 @@ def score(records: Sequence[dict], **header) -> dict:
     parsed = [parse_mcq(record["text"]) for record in records]
     failures = Counter(failure_kind(p.reason) for p in parsed if not p.ok)
     return {**header, **summarize([p.answer for p in parsed]), "failures": dict(sorted(failures.items()))}
-
-
-@dataclass(frozen=True, kw_only=True)
-class MCQJob(ModelJob):
-    """One MCQ job: `samples_per_prompt` generations of the paper's prompt, sent as the only user message."""
-
-    prompt: str = MCQ_PROMPT
 
 
 def run(job: MCQJob) -> None:

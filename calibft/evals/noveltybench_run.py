@@ -21,14 +21,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.evals.jobs import ModelJob
 from calibft.evals.noveltybench import (
     reward_scores,
     score_prompt,
@@ -37,8 +36,8 @@ from calibft.evals.noveltybench import (
 )
 from calibft.generation import sample_texts
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.jobs import GenerationJob, ScoringJob
 from calibft.models import load_classifier, load_tokenizer
-from calibft.protocol import resolve
 from calibft.provenance import write_provenance
 
 
@@ -75,19 +74,6 @@ def load_prompts(path: str | Path, split: str) -> list[dict]:
     return rows
 
 
-@dataclass(frozen=True, kw_only=True)
-class GenerationJob(ModelJob):
-    """`samples_per_prompt` answers to every prompt of one split (its first `max_prompts` when given)."""
-
-    split: str  # "curated" or "wildchat"
-    prompts_file: str
-    max_prompts: int | None = None
-
-    def __post_init__(self):
-        if self.max_prompts is not None and self.max_prompts < 1:
-            raise ValueError(f"max_prompts must be >= 1 or None, got {self.max_prompts}")
-
-
 def generate(job: GenerationJob) -> None:
     prompts = load_prompts(job.prompts_file, job.split)[: job.max_prompts]
     tokenizer, model = job.load()
@@ -105,24 +91,6 @@ def generate(job: GenerationJob) -> None:
     write_jsonl(Path(job.out_dir) / "generations.jsonl.gz", records)
     job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
     finish_checkpoints(checkpoint)
-
-
-@dataclass(frozen=True)
-class ScoringJob:
-    """The evaluators and the generations of one (model, condition, split)."""
-
-    model_key: str
-    condition: str
-    split: str
-    generations: str  # generations.jsonl.gz of the GenerationJob
-    classifier: str  # the similarity classifier: Hugging Face id or folder
-    classifier_tokenizer: str
-    reward_model: str  # a sequence-classification reward model with a chat template
-    precision: str
-    out_dir: str
-    reward_batch_size: int = 8
-    checkpoint_dir: str | None = None
-    protocol: dict = field(default_factory=lambda: resolve(None))  # every switch's value (calibft.protocol)
 
 
 def score(job: ScoringJob) -> None:

@@ -21,7 +21,6 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,12 +28,10 @@ import torch
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids, strip_reasoning
-from calibft.evals.jobs import ModelJob
 from calibft.generation import inference, input_device, sample_texts
 from calibft.io import read_job, write_json, write_jsonl
+from calibft.jobs import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
 
-THRESHOLDS: tuple[float, ...] = tuple(np.round(np.arange(0.01, 1.0, 0.01), 2).tolist())  # 0.01, 0.02, ..., 0.99
-HEADLINE_THRESHOLD = 0.9
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9
 # The surrounding quotes `normalize` removes one pair of, as the authors' normalization does: straight quotes
@@ -77,7 +74,7 @@ def unique_fraction(texts: Sequence[str]) -> float | None:
 
 
 def first_token_support(
-    probs: np.ndarray | torch.Tensor, thresholds: Sequence[float] = THRESHOLDS, numerics: str = "fp32"
+    probs: np.ndarray | torch.Tensor, thresholds: Sequence[float] = OPEN_ENDED_THRESHOLDS, numerics: str = "fp32"
 ) -> np.ndarray:
     """For each threshold t, the smallest k whose k most probable tokens hold at least t of the mass.
 
@@ -148,19 +145,6 @@ def first_token_probs(model, prompt_ids: Sequence[int], numerics: str = "fp32") 
         return torch.softmax(logits.float().double(), dim=-1).cpu().numpy()
 
 
-@dataclass(frozen=True, kw_only=True)
-class OpenEndedJob(ModelJob):
-    """Everything one open-ended job needs, resolved from the config by the workflow."""
-
-    prompts_file: str  # the authors' JSON array (`calibft.assets.OPEN_ENDED_PROMPTS`)
-    thresholds: list[float] = field(default_factory=lambda: list(THRESHOLDS))
-    headline_threshold: float = HEADLINE_THRESHOLD
-
-    def __post_init__(self):
-        if self.headline_threshold not in self.thresholds:
-            raise ValueError(f"headline_threshold {self.headline_threshold} must be one of the thresholds")
-
-
 def sample_records(prompt_index: int, prompt: str, texts: Sequence[str], finished: np.ndarray) -> list[dict]:
     """One record per answer, with the normalized form it counts as."""
     return [
@@ -181,7 +165,7 @@ def score(
     records: Sequence[dict],
     supports: Sequence[dict],
     thresholds: Sequence[float],
-    headline_threshold: float = HEADLINE_THRESHOLD,
+    headline_threshold: float = OPEN_ENDED_HEADLINE_THRESHOLD,
     **header,
 ) -> dict:
     """metrics.json: per prompt the support at the headline threshold and the unique fraction (from the stored

@@ -36,7 +36,7 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -44,14 +44,11 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.evals.jobs import ModelJob
 from calibft.generation import inference, input_device
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
 
 SLICES: tuple[str, ...] = ("wikitext_103", "c4_en", "dolma-v1_5", "mc4", "ptb", "redpajama", "falcon-refinedweb")
-WINDOW = 2048
-STRIDE = 1024
-BATCH_SIZE = 8
 # Documents tokenized and scored together (their windows batched across documents, longest first): bounds the
 # token ids held at once and sets the step of the progress bar.
 DOCUMENTS_PER_CHUNK = 256
@@ -62,7 +59,7 @@ NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
 EMPTY_DOCUMENTS = ("skip", "count")  # the `paloma_empty_documents` switch
 
 
-def windows(n_tokens: int, window: int = WINDOW, stride: int = STRIDE) -> list[tuple[int, int, int]]:
+def windows(n_tokens: int, window: int = PALOMA_WINDOW, stride: int = PALOMA_STRIDE) -> list[tuple[int, int, int]]:
     """(start, end, first_scored) of each window over a document of `n_tokens` tokens.
 
     A window holds tokens [start, end) and scores tokens [first_scored, end), each predicted from the tokens of
@@ -71,8 +68,7 @@ def windows(n_tokens: int, window: int = WINDOW, stride: int = STRIDE) -> list[t
     at least `window - stride` tokens of context. A document of at most `window` tokens is one window; one of
     0 or 1 tokens has nothing to score and no window.
     """
-    if not 1 <= stride < window:
-        raise ValueError(f"need 1 <= stride < window (a window's first token has no context), got {stride}/{window}")
+    check_window(window, stride)
     if n_tokens < 0:
         raise ValueError(f"n_tokens must be >= 0, got {n_tokens}")
     spans, start, scored_to = [], 0, 1
@@ -86,9 +82,9 @@ def windows(n_tokens: int, window: int = WINDOW, stride: int = STRIDE) -> list[t
 def documents_nll(
     model,
     documents: Sequence[Sequence[int]],
-    window: int = WINDOW,
-    stride: int = STRIDE,
-    batch_size: int = BATCH_SIZE,
+    window: int = PALOMA_WINDOW,
+    stride: int = PALOMA_STRIDE,
+    batch_size: int = PALOMA_BATCH_SIZE,
     numerics: str = "fp32",
 ) -> list[tuple[float, int]]:
     """(summed NLL, scored tokens) of each document (token ids), its windows scored as `windows` cuts them.
@@ -221,36 +217,6 @@ def load_documents(path: str | Path, max_documents: int | None = None) -> list[s
             raise ValueError(f"{path}: document {i} has no string 'text' field")
         texts.append(record["text"])
     return texts
-
-
-@dataclass(frozen=True, kw_only=True)
-class PalomaJob(ModelJob):
-    """Everything one PALOMA job needs, resolved from the config by the workflow.
-
-    A `ModelJob`, so that the workflow resolves the model under test, its condition and adapter as for every
-    other evaluation; PALOMA samples nothing and reads plain text, so `sampling` must stay empty and `chat`
-    and `seed` only identify the run.
-    """
-
-    slices: dict[str, str]  # slice name -> its JSON-lines file, in the order of the tables
-    sampling: dict = field(default_factory=dict)
-    window: int = WINDOW
-    stride: int = STRIDE
-    batch_size: int = BATCH_SIZE
-    max_documents: int | None = None  # per slice, the file's first ones; None: all
-
-    def __post_init__(self):
-        if self.sampling:
-            raise ValueError(
-                f"PALOMA scores given text and samples nothing; sampling must be empty, got {self.sampling}"
-            )
-        if not self.slices:
-            raise ValueError("slices must name at least one slice file")
-        windows(0, self.window, self.stride)  # checks the window and stride
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.max_documents is not None and self.max_documents < 0:
-            raise ValueError(f"max_documents must be >= 0 or None, got {self.max_documents}")
 
 
 def slice_records(model, tokenizer, name: str, texts: Sequence[str], job: PalomaJob) -> list[dict]:

@@ -23,7 +23,6 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,6 @@ from tqdm import tqdm
 from calibft.chat import chat_prompt_ids
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.evals import ssot_release
-from calibft.evals.jobs import ModelJob
 from calibft.evals.metrics import (
     across_families,
     family_means,
@@ -47,53 +45,26 @@ from calibft.families import family
 from calibft.generation import sample_texts
 from calibft.grid import Prompt, prompts, select
 from calibft.io import read_job, write_json, write_jsonl
+from calibft.jobs import StructuredJob
 from calibft.models import padding_id
 from calibft.objectives import path_kl
 from calibft.trie import TrieSet
 
-EVALUATIONS = ("structured", "ssot")
+
+def system_message(job: StructuredJob) -> str | None:
+    """The system (or developer) message: the release's SSOT prompt, or the job's `system`."""
+    if job.release_prompts is None:
+        return job.system
+    prompts = ssot_release.read_prompts(job.release_prompts)
+    return ssot_release.system_message(prompts, ssot_release.STYLES[job.release_style].prompt)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StructuredJob(ModelJob):
-    """Everything one evaluation job needs, resolved from the config by the workflow."""
-
-    evaluation: str  # "structured" or "ssot"
-    split: str  # "unseen" or "ood"
-    chat_overrides: dict = field(default_factory=dict)  # e.g. SSOT turns Qwen3's thinking on
-    tries: str | None = None  # the logit-KL target of the split (structured only)
-    prompt_ids: list[str] | None = None  # the prompts to evaluate, in the split's order; None: every prompt
-    logit_kl_paths: int = 4
-    logit_kl_batch_size: int = 16
-    system: str | None = None  # SSOT: its instruction
-    answer_pattern: str | None = None  # SSOT: a regex whose first group is the answer
-    # SSOT as the authors' release ran it (protocol switch ssot_prompt: release): its prompt file, read without
-    # executing it, and the style that picks a prompt and answer rules (calibft.evals.ssot_release); these
-    # replace `system` and `answer_pattern`
-    release_prompts: str | None = None
-    release_style: str = "default"
-
-    def __post_init__(self):
-        if self.evaluation not in EVALUATIONS:
-            raise ValueError(f"evaluation must be one of {EVALUATIONS}, got {self.evaluation!r}")
-        if self.answer_pattern is not None and re.compile(self.answer_pattern).groups < 1:
-            raise ValueError(f"answer_pattern {self.answer_pattern!r} needs a group that captures the answer")
-        if self.release_style not in ssot_release.STYLES:
-            styles = ", ".join(ssot_release.STYLES)
-            raise ValueError(f"release_style must be one of {styles}, got {self.release_style!r}")
-
-    def system_message(self) -> str | None:
-        """The system (or developer) message: the release's SSOT prompt, or `system`."""
-        if self.release_prompts is None:
-            return self.system
-        prompts = ssot_release.read_prompts(self.release_prompts)
-        return ssot_release.system_message(prompts, ssot_release.STYLES[self.release_style].prompt)
-
-    def answer(self, text: str) -> str | None:
-        """The answer part of an output, by the release's rule or by `answer_pattern`."""
-        if self.release_prompts is None:
-            return extract_answer(text, self.answer_pattern)
-        return ssot_release.extract_answer(text, gpt_oss=ssot_release.STYLES[self.release_style].gpt_oss_output)
+def answer_part(job: StructuredJob) -> Callable[[str], str | None]:
+    """What takes the answer part of an output: the release's rule, or the job's `answer_pattern`."""
+    if job.release_prompts is None:
+        return lambda text: extract_answer(text, job.answer_pattern)
+    gpt_oss = ssot_release.STYLES[job.release_style].gpt_oss_output
+    return lambda text: ssot_release.extract_answer(text, gpt_oss=gpt_oss)
 
 
 def extract_answer(text: str, pattern: str | None) -> str | None:
@@ -183,7 +154,7 @@ def run(job: StructuredJob) -> None:
     if tries is not None and job.prompt_ids is not None:
         tries = tries.subset(job.prompt_ids)
     chosen = select(prompts(job.split), job.prompt_ids if tries is None else list(tries.ids))
-    system = job.system_message()
+    system = system_message(job)
     prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, system, job.protocol["prompt_bos"]) for p in chosen]
     out = Path(job.out_dir)
 
@@ -209,7 +180,7 @@ def run(job: StructuredJob) -> None:
             ),
         )
 
-    settings = job.settings()
+    settings, answer = job.settings(), answer_part(job)
     checkpoint = checkpoint_folder(job)
     records = []
     for prompt, ids in zip(
@@ -218,7 +189,7 @@ def run(job: StructuredJob) -> None:
 
         def draw(prompt=prompt, ids=ids):
             texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of(job.evaluation, prompt.id))
-            return sample_records(prompt, texts, finished, job.answer)
+            return sample_records(prompt, texts, finished, answer)
 
         records.extend(per_prompt(checkpoint, prompt.id, draw))
     write_jsonl(out / "samples.jsonl.gz", records)

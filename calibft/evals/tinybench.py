@@ -51,7 +51,7 @@ cleaned of reasoning (`calibft.chat.strip_reasoning`, which also strips surround
 protocol switch `generation_defaults: checkpoint` (the release's), the greedy request becomes what
 transformers 4.57.6 makes of the release's: sampling wherever the checkpoint's generation config sets
 `do_sample` (Qwen3, Gemma-3, GPT-OSS; at temperature 1 with no top-p or top-k, since the release sets those to
-None), each batch of prompts seeded from the job's seed (`TinyBenchJob.gsm8k_decoding`, `Decoding`).
+None), each batch of prompts seeded from the job's seed (`gsm8k_decoding`, `Decoding`).
 Answers are extracted by the protocol switch `gsm8k_extraction` (`job.protocol`; `gsm8k_answers`), "release" as
 the authors' release (retention/tinybenchmarks_tasks.py, the paper's numbers), "lm_eval" as the harness.
 Release:
@@ -115,7 +115,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -128,17 +128,15 @@ from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.checks import check_choice
 from calibft.evals import gpirt
-from calibft.evals.jobs import ModelJob
 from calibft.evals.tinybench_tasks import TASKS, Task
 from calibft.generation import inference, input_device, seed_for, stop_token_ids
 from calibft.generation_defaults import engine_settings
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.jobs import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.models import padding_id
 
 LETTERS = ("A", "B", "C", "D")
-MAX_NEW_TOKENS = 256
 STOP_STRINGS: tuple[str, ...] = ("Question:", "</s>", "<|im_end|>")
-BATCH_SIZE = 8
 # Items scored together and kept as one checkpoint of a resumable job.
 ITEMS_PER_CHECKPOINT = 25
 
@@ -419,7 +417,7 @@ def score_choices(task: str, row: Mapping, logliks: Sequence[float]) -> dict:
 
 
 def continuation_logliks(
-    model, tokenizer, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = BATCH_SIZE
+    model, tokenizer, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = TINYBENCH_BATCH_SIZE
 ) -> list[float]:
     """log p(continuation | context) of each (context ids, continuation ids) request.
 
@@ -519,9 +517,9 @@ def generate_answers(
     model,
     tokenizer,
     prompts: Sequence[Sequence[int]],
-    max_new_tokens: int = MAX_NEW_TOKENS,
+    max_new_tokens: int = TINYBENCH_MAX_NEW_TOKENS,
     stop_strings: Sequence[str] = STOP_STRINGS,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int = TINYBENCH_BATCH_SIZE,
     decoding: Decoding = GREEDY,
 ) -> list[tuple[str, bool]]:
     """(text, finished) of the continuation of each prompt (token ids), as `cut_generation` cuts it.
@@ -575,8 +573,8 @@ def score_task(
     options: ChatOptions,
     task: str,
     items: Sequence[Mapping],
-    batch_size: int = BATCH_SIZE,
-    max_new_tokens: int = MAX_NEW_TOKENS,
+    batch_size: int = TINYBENCH_BATCH_SIZE,
+    max_new_tokens: int = TINYBENCH_MAX_NEW_TOKENS,
     first_index: int = 0,
     *,
     gsm8k_extraction: str,
@@ -682,41 +680,12 @@ def load_items(path: str | Path) -> list[dict]:
     return rows
 
 
-@dataclass(frozen=True, kw_only=True)
-class TinyBenchJob(ModelJob):
-    """Everything one TinyBenchmarks job needs, resolved from the config by the workflow: every task of one
-    model and condition, so that the model is loaded once.
-
-    A `ModelJob`, so that the model under test, its condition and adapter are resolved as for every other
-    evaluation. GSM8K asks for greedy decoding, so `sampling` must stay empty; the decoding in force is
-    `gsm8k_decoding` (under the switch `generation_defaults: checkpoint`, sampling where the checkpoint's
-    generation config says so), seeded from `seed` when it samples.
-    """
-
-    tasks: dict[str, str]  # task (a key of TASKS) -> its dataset split as JSON lines, one row per line
-    irt_params: str | None = None  # the tinyBenchmarks parameters: with them, summary.json holds each task's gp-IRT
-    sampling: dict = field(default_factory=dict)
-    batch_size: int = BATCH_SIZE
-    max_new_tokens: int = MAX_NEW_TOKENS
-
-    def __post_init__(self):
-        if not self.tasks:
-            raise ValueError("tasks must name at least one task and its items file")
-        for task in self.tasks:
-            task_spec(task)
-        if self.sampling:
-            raise ValueError(f"TinyBenchmarks decodes greedily; sampling must be empty, got {self.sampling}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-
-    def gsm8k_decoding(self, first_index: int) -> Decoding:
-        """The decoding of the GSM8K items from `first_index` on (one checkpoint chunk): greedy, or what the
-        generation settings in force make of a greedy request (`ModelJob.generation(sampling=False)`), seeded
-        per chunk so that a resumed job draws the same answers."""
-        seed = self.seed_of("tinybench", f"gsm8k_{first_index}")
-        return Decoding.from_generation(self.generation(sampling=False), seed)
+def gsm8k_decoding(job: TinyBenchJob, first_index: int) -> Decoding:
+    """The decoding of the GSM8K items from `first_index` on (one checkpoint chunk): greedy, or what the
+    generation settings in force make of a greedy request (`ModelJob.generation(sampling=False)`), seeded per
+    chunk so that a resumed job draws the same answers."""
+    seed = job.seed_of("tinybench", f"gsm8k_{first_index}")
+    return Decoding.from_generation(job.generation(sampling=False), seed)
 
 
 def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None) -> dict:
@@ -741,7 +710,7 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
             begin,
             gsm8k_extraction=job.protocol["gsm8k_extraction"],
             prompt_bos=job.protocol["prompt_bos"],
-            decoding=GREEDY if TASKS[task].loglik else job.gsm8k_decoding(begin),
+            decoding=GREEDY if TASKS[task].loglik else gsm8k_decoding(job, begin),
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task

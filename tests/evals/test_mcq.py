@@ -3,8 +3,9 @@ from dataclasses import replace
 
 import pytest
 
-from calibft.evals.mcq import MCQ_PROMPT, MCQJob, parse_mcq, run, sample_records, score, summarize
+from calibft.evals.mcq import parse_mcq, run, sample_records, score, summarize
 from calibft.io import read_jsonl
+from calibft.jobs import MCQ_PROMPT, MCQJob
 
 VALID = """Question: Which drug reverses heparin?
 A. Vitamin K

@@ -18,8 +18,9 @@ from calibft.evals.noveltybench import (
     similarity_probability,
     utility,
 )
-from calibft.evals.noveltybench_run import GenerationJob, ScoringJob, generate, load_prompts, main, score
+from calibft.evals.noveltybench_run import generate, load_prompts, main, score
 from calibft.io import read_jsonl
+from calibft.jobs import GenerationJob, ScoringJob
 from calibft.models import load_classifier
 from calibft.protocol import resolve
 

@@ -9,8 +9,6 @@ import torch
 
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.evals.open_ended import (
-    THRESHOLDS,
-    OpenEndedJob,
     first_token_probs,
     first_token_support,
     load_prompts,
@@ -20,6 +18,7 @@ from calibft.evals.open_ended import (
     unique_fraction,
 )
 from calibft.io import read_jsonl
+from calibft.jobs import OPEN_ENDED_THRESHOLDS, OpenEndedJob
 from calibft.models import load_model, load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
@@ -91,7 +90,7 @@ def test_support_on_crafted_distributions():
 
 
 def test_support_matches_a_plain_loop(rng):
-    thresholds = np.array(THRESHOLDS)
+    thresholds = np.array(OPEN_ENDED_THRESHOLDS)
     assert len(thresholds) == 99 and thresholds[0] == 0.01 and thresholds[-1] == 0.99 and 0.9 in thresholds
     rows = [rng.dirichlet(np.full(50, alpha)) for alpha in (0.05, 0.5, 5.0)]
     rows.append(np.round(rng.dirichlet(np.ones(20)), 2))  # decimal probabilities: many exact boundaries
@@ -176,7 +175,7 @@ def test_metrics_recompute_from_the_stored_files(evaluated):
     metrics = json.loads((evaluated / "metrics.json").read_text())
     samples = read_jsonl(evaluated / "samples.jsonl.gz")
     supports = read_jsonl(evaluated / "support.jsonl")
-    assert metrics["thresholds"] == list(THRESHOLDS) and metrics["headline_threshold"] == 0.9
+    assert metrics["thresholds"] == list(OPEN_ENDED_THRESHOLDS) and metrics["headline_threshold"] == 0.9
     column = metrics["thresholds"].index(0.9)
     for row, support in zip(metrics["prompts"], supports, strict=True):
         answers = [s["normalized"] for s in samples if s["prompt_index"] == row["prompt_index"]]
@@ -226,11 +225,13 @@ def test_support_in_the_logits_dtype_is_the_release_computation():
     rows = [torch.softmax((torch.randn(300, generator=generator) * s).to(torch.bfloat16), -1) for s in (0.5, 2, 6)]
     for probs in rows:
         assert probs.dtype == torch.bfloat16
-        expected = list(_release_support(probs, THRESHOLDS).values())
-        assert first_token_support(probs, THRESHOLDS, "logits_dtype").tolist() == expected
-    batch = first_token_support(torch.stack(rows).reshape(3, 1, 300), THRESHOLDS, "logits_dtype")
+        expected = list(_release_support(probs, OPEN_ENDED_THRESHOLDS).values())
+        assert first_token_support(probs, OPEN_ENDED_THRESHOLDS, "logits_dtype").tolist() == expected
+    batch = first_token_support(torch.stack(rows).reshape(3, 1, 300), OPEN_ENDED_THRESHOLDS, "logits_dtype")
     assert batch.shape == (3, 1, 99)
-    assert batch[:, 0].tolist() == [first_token_support(r, THRESHOLDS, "logits_dtype").tolist() for r in rows]
+    assert batch[:, 0].tolist() == [
+        first_token_support(r, OPEN_ENDED_THRESHOLDS, "logits_dtype").tolist() for r in rows
+    ]
 
 
 def test_support_in_bf16_compares_with_the_rounded_threshold():

@@ -9,11 +9,7 @@ import pytest
 import torch
 
 from calibft.evals.paloma import (
-    BATCH_SIZE,
     SLICES,
-    STRIDE,
-    WINDOW,
-    PalomaJob,
     Totals,
     documents_nll,
     load_documents,
@@ -25,6 +21,7 @@ from calibft.evals.paloma import (
     windows,
 )
 from calibft.io import read_jsonl, write_jsonl
+from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
 from calibft.models import load_model, load_tokenizer
 from calibft.protocol import resolve
 
@@ -38,7 +35,9 @@ TEXTS = [
 ]
 
 
-def document_nll(model, token_ids, window=WINDOW, stride=STRIDE, batch_size=BATCH_SIZE, numerics="fp32"):
+def document_nll(
+    model, token_ids, window=PALOMA_WINDOW, stride=PALOMA_STRIDE, batch_size=PALOMA_BATCH_SIZE, numerics="fp32"
+):
     """(summed NLL, scored tokens) of one document: `documents_nll` of it alone."""
     return documents_nll(model, [token_ids], window, stride, batch_size, numerics)[0]
 

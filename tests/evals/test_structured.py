@@ -9,9 +9,10 @@ import torch
 from scipy import stats
 
 from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.evals.structured import StructuredJob, extract_answer, run, sample_records, score
+from calibft.evals.structured import extract_answer, run, sample_records, score
 from calibft.families import family
 from calibft.grid import Prompt, prompts, select
+from calibft.jobs import StructuredJob
 from calibft.models import load_model, load_tokenizer
 from calibft.objectives import fixed_paths
 from calibft.output_space import SpaceSet, spaces_for_prompts

@@ -16,7 +16,6 @@ from calibft.evals.tinybench import (
     STOP_STRINGS,
     TASKS,
     Decoding,
-    TinyBenchJob,
     argmax_accuracy,
     choice_requests,
     continuation_logliks,
@@ -42,6 +41,7 @@ from calibft.evals.tinybench import (
 )
 from calibft.generation import decode, stop_token_ids
 from calibft.io import read_jsonl, write_jsonl
+from calibft.jobs import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.models import load_model, load_tokenizer
 from calibft.protocol import resolve
 
@@ -369,7 +369,7 @@ def test_task_table():
         "gsm8k": ("tinyBenchmarks/tinyGSM8k", "main", "test"),
     }
     assert TASKS["gsm8k"].metrics[0] == "strict" and TASKS["hellaswag"].metrics[0] == "acc_norm"
-    assert STOP_STRINGS == ("Question:", "</s>", "<|im_end|>") and tinybench.MAX_NEW_TOKENS == 256
+    assert STOP_STRINGS == ("Question:", "</s>", "<|im_end|>") and TINYBENCH_MAX_NEW_TOKENS == 256
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -508,7 +508,7 @@ def test_gsm8k_decoding_is_what_transformers_4_57_6_made_of_the_releases_greedy_
     if case["checkpoint"] is not None:
         (tmp_path / "generation_config.json").write_text(json.dumps(case["checkpoint"]))
     job = _job(tmp_path, tmp_path, ["gsm8k"], "out", protocol=resolve({"preset": preset}))
-    decoding = job.gsm8k_decoding(0)
+    decoding = tinybench.gsm8k_decoding(job, 0)
     prepared = case["prepared"] if preset == "release" else {"do_sample": False}
     assert decoding.do_sample is prepared["do_sample"]
     if decoding.do_sample:
@@ -516,7 +516,7 @@ def test_gsm8k_decoding_is_what_transformers_4_57_6_made_of_the_releases_greedy_
         assert decoding.temperature == warpers.get("TemperatureLogitsWarper", {}).get("temperature", 1.0)
         assert decoding.top_p == warpers.get("TopPLogitsWarper", {}).get("top_p", 1.0)
         assert decoding.top_k == warpers.get("TopKLogitsWarper", {}).get("top_k")
-    assert job.gsm8k_decoding(0) == decoding and job.gsm8k_decoding(25).seed != decoding.seed
+    assert tinybench.gsm8k_decoding(job, 0) == decoding and tinybench.gsm8k_decoding(job, 25).seed != decoding.seed
 
 
 def test_a_job_samples_gsm8k_where_the_checkpoint_makes_greedy_sampling(tmp_path, briefly_trained_model):

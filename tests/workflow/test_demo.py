@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from calibft.artifacts.registry import ARTIFACTS, planned
+from calibft.artifacts.registry import ARTIFACTS, planned, where
 from calibft.granularity import read_costs
 from calibft.grid import prompts
 from calibft.io import read_jsonl
@@ -83,7 +83,8 @@ def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_dat
     ]
     reference = next(c for c in costs if (c.decimals, c.max_bins) == (5, 16384))
     assert len(sizes) == 4 and reference.mean_values == np.mean(sizes)
-    table = (demo_data / "results" / "tables" / "grid_granularity.tex").read_text()
+    (row,) = where(reads=("granularity",))
+    table = (demo_data / "results" / row.files()[0]).read_text()
     assert "\\label{tab:grid-granularity}" in table
     shaded = table.split("\\rowcolor")[1].splitlines()[1]
     assert shaded.startswith("5 & 16384 &"), shaded
@@ -91,21 +92,21 @@ def test_demo_renders_the_granularity_table_from_the_spaces_it_measured(demo_dat
 
 
 @pytest.mark.parametrize(
-    "table,recipes",
-    [("grid_ablation", ["soft_d2_b1001", "soft_d3_b1001", "soft"]), ("hard_label_ablation", ["hard_d3_b1001", "hard"])],
+    "objective,recipes", [("soft", ["soft_d2_b1001", "soft_d3_b1001", "soft"]), ("hard", ["hard_d3_b1001", "hard"])]
 )
-def test_demo_ablation_tables_show_each_recipes_evaluation(demo_data, table, recipes):
-    rows = pd.read_csv(demo_data / "results" / "tables" / f"{table}.csv")
+def test_demo_ablation_tables_show_each_recipes_evaluation(demo_data, objective, recipes):
+    (table,) = where(kind="table", objective=objective)
+    rows = pd.read_csv(demo_data / "results" / "tables" / f"{table.name}.csv")
     assert len(rows) == len(recipes)
     for (_, row), recipe in zip(rows.iterrows(), recipes, strict=True):
         for split, column in (("ood", "OOD W₁ ↓"), ("unseen", "Unseen W₁ ↓")):
             aggregate = _structured(demo_data, recipe, split)["aggregate"]
             assert row[column] == pytest.approx(aggregate["w1_norm"]), (recipe, split)
-    assert list(rows["d"]) == ([2, 3, 5] if table == "grid_ablation" else [3, 5])
-    tex = (demo_data / "results" / "tables" / f"{table}.tex").read_text()
+    assert list(rows["d"]) == ([2, 3, 5] if objective == "soft" else [3, 5])
+    tex = (demo_data / "results" / "tables" / f"{table.name}.tex").read_text()
     assert tex.count("\\rowcolor") == 1  # the final recipe
-    figure = demo_data / "results" / "figures" / "appendix_num_decimals_qualitative.png"
-    assert figure.read_bytes()[:4] == b"\x89PNG"
+    (figure,) = where(panels="decimals")
+    assert (demo_data / "results" / "figures" / f"{figure.name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 CONDITIONS = ("base", "soft", "hard")
@@ -212,7 +213,8 @@ def test_demo_renders_every_table_and_figure_of_the_registry(demo_data):
             assert data[:4] == MAGIC.get(path.rsplit(".", 1)[1], data[:4]) and data, path
         if row.kind == "table" and label:
             assert f"\\label{{{label}}}" in (results / "tables" / f"{name}.tex").read_text(), name
-    assert "Tiny (demo)" in (results / "tables" / "main_unseen.md").read_text()
+    (unseen_table,) = where(kind="table", reads=("structured",), split="unseen")
+    assert "Tiny (demo)" in (results / "tables" / f"{unseen_table.name}.md").read_text()
 
 
 def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from calibft.artifacts.registry import where
 from calibft.plan import gpu_hours_by_rule, planned_jobs
 from tests.workflow.runner import REPO, code_blocks, job_counts, paper_workflow_in, snakemake
 
@@ -130,7 +131,8 @@ def test_the_mini_profiles_plan_the_structured_part_for_both_real_checkpoints(pr
 
 
 def test_one_table_plans_only_what_it_needs():
-    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", "results/tables/main_ood.tex")
+    (ood_table,) = where(kind="table", reads=("structured",), split="ood")
+    result = snakemake("-n", "--forceall", "--profile", "profiles/slurm", f"results/{ood_table.files()[0]}")
     assert result.returncode == 0, result.stderr
     counts = job_counts(result.stdout)
     assert counts["structured_eval"] == 36 and counts["table"] == 1

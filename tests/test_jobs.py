@@ -1,0 +1,130 @@
+"""The jobs as the workflow builds them from the paper's config and the demo's (calibft.jobs, calibft.layout)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+from calibft.grid import prompts
+from calibft.io import read_job
+from calibft.jobs import (
+    GenerationJob,
+    MCQJob,
+    OpenEndedJob,
+    PalomaJob,
+    ScoringJob,
+    StructuredJob,
+    TinyBenchJob,
+    TrainJob,
+)
+from calibft.layout import Layout
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load(path: str, **protocol) -> dict:
+    """A config as the workflow sees it: validated, with the schema's defaults filled in."""
+    config = yaml.safe_load((REPO / path).read_text())
+    if protocol:
+        config = copy.deepcopy(config) | {"protocol": protocol}
+    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return config
+
+
+PAPER = Layout(load("config.yaml"), "/repo")
+
+
+def test_train_job_of_a_soft_and_a_hard_recipe():
+    soft = TrainJob.from_config(PAPER, "qwen3_0p6b", "soft")
+    assert soft.model == "resources/hf/models/Qwen/Qwen3-0.6B"
+    assert soft.train_data == "results/tries/qwen3/soft/train.npz"  # the soft recipe's space, the model's tokenizer
+    assert soft.probe_tries == "results/tries/qwen3/eval/unseen.npz"
+    assert soft.out_dir == "results/adapters/qwen3_0p6b/soft"
+    assert soft.checkpoint_dir == "results/checkpoints/qwen3_0p6b/soft"
+    assert soft.recipe == PAPER.config["recipes"]["soft"] and soft.protocol == PAPER.protocol
+    hard = TrainJob.from_config(PAPER, "qwen3_0p6b", "hard")
+    assert hard.train_data == "results/output_spaces/eval/train.npz"  # hard recipes sample the space's strings
+
+
+def test_structured_job_samples_the_split_with_the_condition_adapter():
+    job = StructuredJob.from_config(PAPER, "qwen3_0p6b", "soft", "ood")
+    assert (job.evaluation, job.split, job.condition) == ("structured", "ood", "soft")
+    assert job.adapter == "results/adapters/qwen3_0p6b/soft"
+    assert job.out_dir == "results/eval/qwen3_0p6b/soft/structured/ood"
+    assert job.checkpoint_dir == "results/checkpoints/eval/qwen3_0p6b/soft/structured/ood"
+    assert job.tries == "results/tries/qwen3/eval/ood.npz"
+    assert job.prompt_ids is None  # the paper samples every prompt
+    assert job.sampling == PAPER.config["evaluation"]["structured"]["sampling"]
+    assert StructuredJob.from_config(PAPER, "qwen3_0p6b", "base", "ood").adapter is None
+
+
+def test_ssot_job_follows_the_protocol():
+    release = StructuredJob.ssot_from_config(PAPER, "qwen3_0p6b", "unseen")
+    assert release.release_prompts == "resources/ssot_prompts.py" and release.system is None
+    assert release.chat_overrides == {"template_kwargs": {"enable_thinking": True}}
+    assert release.out_dir == "results/eval/qwen3_0p6b/base/ssot/unseen" and release.tries is None
+    written = Layout(load("config.yaml", preset="as_written"), "/repo")
+    job = StructuredJob.ssot_from_config(written, "qwen3_0p6b", "unseen")
+    assert job.release_prompts is None and job.answer_pattern == "<answer>(.*?)</answer>"
+    assert job.system == written.config["evaluation"]["ssot"]["instruction"]
+    assert job.out_dir == "results/protocols/as_written/eval/qwen3_0p6b/base/ssot/unseen"
+
+
+def test_demo_jobs_read_the_configured_fixtures():
+    demo = Layout(load("profiles/demo/demo.yaml"), "/repo")
+    open_ended = OpenEndedJob.from_config(demo, "tiny", "hard")
+    assert open_ended.prompts_file == "/repo/profiles/demo/fixtures/open_ended_prompts.json"
+    generation = GenerationJob.from_config(demo, "tiny", "base", "curated")
+    assert generation.prompts_file.startswith("/repo/profiles/demo/fixtures/")
+    assert generation.checkpoint_dir == "results/checkpoints/eval/tiny/base/noveltybench/curated"
+    scoring = ScoringJob.from_config(demo, "tiny", "base", "curated")
+    assert scoring.generations == "results/eval/tiny/base/noveltybench/curated/generations.jsonl.gz"
+    assert scoring.checkpoint_dir == "results/checkpoints/eval/tiny/base/noveltybench_scores/curated"
+    tinybench = TinyBenchJob.from_config(demo, "tiny", "base")
+    assert list(tinybench.tasks) == demo.config["evaluation"]["tinybenchmarks"]["tasks"]
+    assert tinybench.irt_params == "results/irt/synthetic.pkl"
+
+
+def test_a_smoke_run_samples_few_prompts_and_those_the_figures_draw():
+    smoke = Layout(load("profiles/smoke/smoke.yaml"), "/repo")
+    structured, ablations = smoke.config["evaluation"]["structured"], smoke.config["ablations"]
+    drawn = {panel["prompt"] for panel in structured["qualitative"]} | set(ablations["qualitative"]["prompts"])
+    for split in structured["splits"]:
+        ids = StructuredJob.from_config(smoke, "gemma3_270m", "base", split).prompt_ids
+        assert ids == StructuredJob.ssot_from_config(smoke, "gemma3_270m", split).prompt_ids  # SSOT: the same
+        assert drawn & {p.id for p in prompts(split)} <= set(ids)
+        assert structured["max_prompts"] <= len(ids) <= structured["max_prompts"] + len(drawn)
+
+
+def test_paper_jobs_read_the_pinned_downloads():
+    assert OpenEndedJob.from_config(PAPER, "qwen3_8b", "base").prompts_file == "resources/open_random_gen_prompts.json"
+    paloma = PalomaJob.from_config(PAPER, "qwen3_8b", "base")
+    assert paloma.slices == {
+        name: f"resources/paloma/{name}.jsonl" for name in PAPER.config["evaluation"]["paloma"]["slices"]
+    }
+    assert ScoringJob.from_config(PAPER, "qwen3_8b", "soft", "wildchat").classifier == "resources/hf/classifier"
+
+
+BUILDS = [
+    (TrainJob.from_config, ("qwen3_0p6b", "soft")),
+    (StructuredJob.from_config, ("qwen3_0p6b", "hard", "unseen")),
+    (StructuredJob.ssot_from_config, ("qwen3_0p6b", "ood")),
+    (OpenEndedJob.from_config, ("qwen3_0p6b", "soft")),
+    (MCQJob.from_config, ("qwen3_0p6b", "hard")),
+    (GenerationJob.from_config, ("qwen3_0p6b", "soft", "curated")),
+    (ScoringJob.from_config, ("qwen3_0p6b", "soft", "curated")),
+    (TinyBenchJob.from_config, ("qwen3_0p6b", "base")),
+    (PalomaJob.from_config, ("qwen3_0p6b", "base")),
+]
+
+
+@pytest.mark.parametrize(("build", "wildcards"), BUILDS, ids=lambda b: getattr(b, "__qualname__", None))
+def test_a_job_survives_its_json(build, wildcards):
+    job = build(PAPER, *wildcards)
+    assert read_job(type(job), "calibft.x", [json.dumps(asdict(job))]) == job
