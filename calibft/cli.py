@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from calibft import cpu, plan
+from calibft import cpu, plan, reference
 from calibft.evals import gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COMMAND",
         help="run COMMAND with the AVX2 feature set of calibft.cpu (for example: calibft cpu --as-avx2 make test)",
     )
+    cmd = commands.add_parser(
+        "reference", help="the paper's printed numbers as CSV, from its LaTeX tables (reference/paper_tables.tex)"
+    )
+    cmd.add_argument("latex", type=argparse.FileType("r"), help="LaTeX holding the table environments")
     return parser
 
 
@@ -116,6 +120,10 @@ def _gpu_hours(args: argparse.Namespace) -> None:
     )
 
 
+def _reference(args: argparse.Namespace) -> None:
+    sys.stdout.write(reference.to_csv(reference.extract(args.latex.read())))
+
+
 def _cpu(args: argparse.Namespace) -> None:
     if args.as_avx2 is None:
         _emit(cpu.kernels())
@@ -135,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpirt": _gpirt,
             "gpu-hours": _gpu_hours,
             "cpu": _cpu,
+            "reference": _reference,
         }
         commands[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, PermissionError) as err:
