@@ -31,6 +31,7 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo
 	$(BIN)/snakemake --profile profiles/demo --report results/report.html
+	@echo "This machine's demo against its recorded run (results/reproduction/):" && cat results/reproduction/reproduction.md
 
 smoke: $(STAMP)
 	$(BIN)/snakemake --profile profiles/smoke

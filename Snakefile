@@ -23,6 +23,7 @@ include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/eval.smk"
 include: "rules/tables.smk"
+include: "rules/reproduction.smk"
 
 
 rule all:
@@ -33,6 +34,7 @@ rule all:
         eval_outputs(),
         artifact_files(),
         noveltybench_qualitative_tables,
+        reproduction_files(),
     localrule: True
 
 
@@ -64,4 +66,10 @@ rule tables:
     input:
         artifact_files(),
         noveltybench_qualitative_tables,
+    localrule: True
+
+
+rule reproduce:
+    input:
+        reproduction_files(),
     localrule: True

@@ -6,11 +6,12 @@
 
 For each feature set, seed and step cap, runs the profile (`snakemake --profile profiles/PROFILE`) in its own
 scratch folder up to the structured evaluation of every model of the profile's config, base and both
-adapters, on every split of `evaluation.structured.splits`. The seed is the config's `seed` and, for a model
-that the workflow initializes (one listed under `tiny_models`), that model's seed; a step cap sets
-`max_steps` of every recipe (without --max-steps, the config's own caps). `native` runs with the CPU's own
-kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET). A folder whose results are
-complete is only checked by Snakemake, so a sweep can be extended run by run.
+adapters, on every split of `evaluation.structured.splits`, with the tables of those runs, of the SSOT
+baseline and of the ablations (a recorded reference's tolerances come from them, docs/reproduction.md). The
+seed is the config's `seed` and, for a model that the workflow initializes (one listed under `tiny_models`),
+that model's seed; a step cap sets `max_steps` of every recipe (without --max-steps, the config's own caps).
+`native` runs with the CPU's own kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET).
+A folder whose results are complete is only checked by Snakemake, so a sweep can be extended run by run.
 
 Prints one JSON line: every run's figures, their ranges over the runs, and for each outcome that the demo's
 tests assert (tests/workflow/test_demo.py) the minimum, maximum, mean and standard deviation of its figures, pooled
@@ -35,6 +36,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from calibft.artifacts.registry import where  # noqa: E402
 from calibft.cpu import AVX2_FEATURE_SET  # noqa: E402
 
 FEATURE_SETS = {"native": {}, "avx2": AVX2_FEATURE_SET}
@@ -75,12 +77,16 @@ def metrics_path(workdir: Path, model: str, cond: str, split: str) -> Path:
 
 
 def run_profile(profile: str, workdir: Path, config: dict, environment: dict[str, str]) -> float:
-    """Runs the profile up to the structured metrics in `workdir`; returns the wall time in seconds."""
+    """Runs the profile up to the structured metrics and their tables in `workdir`; returns the wall time in
+    seconds."""
     workdir.mkdir(parents=True, exist_ok=True)
     configfile = workdir / "run_config.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
     splits = config["evaluation"]["structured"]["splits"]
     targets = [str(metrics_path(Path(), m, c, s)) for m in config["models"] for c in CONDITIONS for s in splits]
+    structured = {"structured", "ssot", "ablation"}
+    tables = [row for row in where(kind="table") if set(row.reads) <= structured and row.split in (None, *splits)]
+    targets += [f"results/{row.files()[1]}" for row in tables]
     command = [sys.executable, "-m", "snakemake", "--profile", str(REPO / "profiles" / profile)]
     command += ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
     command += ["--configfile", str(configfile), "--", *targets]

@@ -7,8 +7,10 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
-from calibft import cpu, plan, reference
+from calibft import cpu, plan, reference, reproduction
+from calibft.artifacts.registry import ARTIFACTS
 from calibft.evals import gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
@@ -55,7 +57,21 @@ def _parser() -> argparse.ArgumentParser:
     cmd = commands.add_parser(
         "reference", help="the paper's printed numbers as CSV, from its LaTeX tables (reference/paper_tables.tex)"
     )
-    cmd.add_argument("latex", type=argparse.FileType("r"), help="LaTeX holding the table environments")
+    cmd.add_argument("latex", nargs="?", type=argparse.FileType("r"), help="LaTeX holding the table environments")
+    cmd.add_argument(
+        "--record",
+        metavar="TABLES",
+        help="instead, a run's tables folder (results/tables): its numbers of the tables the paper reports",
+    )
+    cmd.add_argument(
+        "--spread",
+        nargs="+",
+        default=(),
+        metavar="TABLES",
+        help="with --record: other runs' tables folders (seeds, CPU feature sets); a number's tolerance is its "
+        "largest deviation over them",
+    )
+    cmd.add_argument("--machine", metavar="JSON", help="with --record: write what produced the run to this file")
     return parser
 
 
@@ -121,7 +137,16 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 
 
 def _reference(args: argparse.Namespace) -> None:
-    sys.stdout.write(reference.to_csv(reference.extract(args.latex.read())))
+    if args.record is not None:
+        paper = reference.read_csv((reference.REPOSITORY / "reference" / "paper.csv").read_text())
+        names = [row.name for row in reproduction.compared_rows(ARTIFACTS, list(paper))]
+        sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))
+        if args.machine is not None:
+            Path(args.machine).write_text(json.dumps(reproduction.recording_machine(args.record), indent=2) + "\n")
+    elif args.latex is None:
+        raise ValueError("give the LaTeX file of the tables, or --record TABLES")
+    else:
+        sys.stdout.write(reference.to_csv(reference.extract(args.latex.read())))
 
 
 def _cpu(args: argparse.Namespace) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 from calibft.chat import ChatOptions
 from calibft.checks import check_choice
 from calibft.evals import ssot_release
+from calibft.evals.bootstrap import REPLICATES
 from calibft.evals.tinybench_tasks import TASKS
 from calibft.generation_defaults import effective_settings, engine_settings, release_request
 from calibft.grid import evaluated_ids
@@ -199,6 +200,7 @@ class StructuredJob(ModelJob):
     prompt_ids: list[str] | None = None  # the prompts to evaluate, in the split's order; None: every prompt
     logit_kl_paths: int = 4
     logit_kl_batch_size: int = 16
+    bootstrap_replicates: int = REPLICATES  # of each aggregate's interval (calibft.evals.bootstrap); 0: none
     system: str | None = None  # SSOT: its instruction
     answer_pattern: str | None = None  # SSOT: a regex whose first group is the answer
     # SSOT as the authors' release ran it (protocol switch ssot_prompt: release): its prompt file, read without
@@ -230,6 +232,7 @@ class StructuredJob(ModelJob):
             "evaluation": evaluation,
             "split": split,
             "prompt_ids": evaluated_ids(split, structured.get("max_prompts"), drawn),
+            "bootstrap_replicates": structured["bootstrap_replicates"],
             "checkpoint_dir": layout.eval_checkpoints(model, cond, evaluation, split),
         }
 

@@ -112,6 +112,21 @@ class Layout:
     def tries(tokenizer: str, space: str, split: str) -> str:
         return f"results/tries/{tokenizer}/{space}/{split}.npz"
 
+    def trie_tokenizers(self, space: str, split: str) -> list[str]:
+        """The tokenizers of the models that read the tries of (space, split): every model's for the evaluation
+        target's evaluation splits (logit KL, training probe), the soft-trained models' for a train split. A
+        trie that no job reads is built for every model's tokenizer, since the config asks for it."""
+        recipes, models = self.config["recipes"], self.config["models"]
+        if split == "train":
+            readers = {
+                model
+                for model, recipe in self.training_runs
+                if recipes[recipe]["objective"] == "soft" and recipes[recipe]["space"] == space
+            }
+        else:
+            readers = set(models) if space == self.config["evaluation"]["structured"]["space"] else set()
+        return sorted({self.tokenizer_key(model) for model in readers or models})
+
     # training
     def adapter_folder(self, model: str, recipe: str) -> str:
         """A recipe's adapter of a model, with its training log and run.json."""

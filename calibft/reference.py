@@ -8,8 +8,8 @@ the paper's LaTeX source.
 was printed at. A cell keeps what the paper shows: its artifact (the registry's name of the table), its panel
 (the sub-table caption of a two-panel table), its block (the model of an ablation table's block), its row
 key (the model, task or slice; the setting columns of an ablation row), its column (the column group and
-header, as `Group / Header`), the printed text, and the value (a percentage as a fraction; None for "---",
-which the paper prints where a value is undefined).
+header, as `Group / Header`), the printed text, the value (a percentage as a fraction; None for "---", which
+the paper prints where a value is undefined) and its tolerance (half the last printed digit).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import io
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass, fields
+from pathlib import Path
 
 from calibft.artifacts.tables import table_name
 
+REPOSITORY = Path(__file__).resolve().parents[1]  # reference/paper.csv is in its `reference/` folder
 CONDITIONS = ("Base", "Soft", "Hard", "SSOT")
 ARROWS = ("↓", "↑")
 MISSING = "---"
@@ -59,7 +61,9 @@ class ReferenceCell:
     column: str  # `Group / Header`, or the header alone where the column has no group
     printed: str  # as printed, e.g. "17.3%", "5.47e+03", "---"
     value: float | None  # the number (a percentage as a fraction); None where the paper prints "---"
-    half_step: float | None  # half the last printed digit, in the value's unit: the rounding's bound
+    # how far the reference may lie from its own run's number: half the last printed digit for the paper (its
+    # rounding), the largest deviation seen over repeated runs for a recorded run; in the value's unit
+    tolerance: float | None
     bold: bool  # printed in bold (the best of its group)
 
 
@@ -105,7 +109,8 @@ def _headers(lines: list[str]) -> list[tuple[str, str]]:
     return list(zip(spans, headers, strict=True))
 
 
-def _is_value_column(group: str, header: str) -> bool:
+def is_value_column(group: str, header: str) -> bool:
+    """A column of numbers (a condition, or a metric with its arrow), not one that keys the rows."""
     return header in CONDITIONS or any(arrow in group + header for arrow in ARROWS)
 
 
@@ -116,7 +121,7 @@ def parse_tabular(tabular: str, artifact: str, panel: str = "") -> list[Referenc
     lines = [line for line in lines if line and not line.startswith(("\\begin", "\\end", "\\cmidrule", "\\rowcolor"))]
     top, first_rule = lines.index(r"\toprule"), lines.index(r"\midrule")
     columns = _headers(lines[top + 1 : first_rule])
-    keys = [i for i, (group, header) in enumerate(columns) if not _is_value_column(group, header)]
+    keys = [i for i, (group, header) in enumerate(columns) if not is_value_column(group, header)]
     found, block = [], ""
     for line in lines[first_rule + 1 :]:
         if line in (r"\midrule", r"\bottomrule"):
@@ -135,9 +140,9 @@ def parse_tabular(tabular: str, artifact: str, panel: str = "") -> list[Referenc
                 continue
             bold = _BOLD.match(cells[i])
             printed = plain(bold.group(1)) if bold else texts[i]
-            value, half_step = parse_number(printed)
+            value, tolerance = parse_number(printed)
             column = f"{group} / {header}" if group else header
-            found.append(ReferenceCell(artifact, panel, block, row, column, printed, value, half_step, bool(bold)))
+            found.append(ReferenceCell(artifact, panel, block, row, column, printed, value, tolerance, bool(bold)))
     return found
 
 
@@ -194,6 +199,6 @@ def read_csv(text: str) -> Iterator[ReferenceCell]:
         yield ReferenceCell(
             **{key: row[key] for key in ("artifact", "panel", "block", "row", "column", "printed")},
             value=float(row["value"]) if row["value"] else None,
-            half_step=float(row["half_step"]) if row["half_step"] else None,
+            tolerance=float(row["tolerance"]) if row["tolerance"] else None,
             bold=row["bold"] == "True",
         )

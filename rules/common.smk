@@ -45,6 +45,8 @@ from calibft.jobs import (  # noqa: E402
 )
 from calibft.layout import SPLITS, Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
+from calibft.reference import read_csv  # noqa: E402
+from calibft.reproduction import compared_rows  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
@@ -110,23 +112,6 @@ wildcard_constraints:
 # (rules/models.smk).
 
 
-def trie_tokenizers(space, split):
-    """The tokenizers of the models that read the tries of (space, split): every model's for the evaluation
-    target's evaluation splits (logit KL, training probe), the soft-trained models' for a train split. A trie
-    that no job reads is built for every model's tokenizer, since the config asks for it.
-    """
-    if split == "train":
-        models = {
-            model
-            for model, recipe in LAYOUT.training_runs
-            if config["recipes"][recipe]["objective"] == "soft"
-            and config["recipes"][recipe]["space"] == space
-        }
-    else:
-        models = set(config["models"]) if space == STRUCTURED["space"] else set()
-    return sorted({LAYOUT.tokenizer_key(model) for model in models or config["models"]})
-
-
 def data_outputs():
     """Every artifact of the data layer: prompts, output spaces and tries."""
     prompts = [LAYOUT.prompts(split) for split in SPLITS]
@@ -139,7 +124,7 @@ def data_outputs():
         LAYOUT.tries(tokenizer, space, split)
         for space, splits in config["tries"].items()
         for split in splits
-        for tokenizer in trie_tokenizers(space, split)
+        for tokenizer in LAYOUT.trie_tokenizers(space, split)
     ]
     return prompts + spaces + tries
 
@@ -424,6 +409,17 @@ def structured_outputs():
     ]
     adapters = adapter_outputs(LAYOUT.main_runs)
     return adapters + metrics + artifact_files(structured_only=True)
+
+
+# The reproduction report (calibft.reproduction): each compared table against the configured reference.
+REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
+REFERENCE_CELLS = list(read_csv(open(REFERENCE).read()))
+REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
+
+
+def reproduction_files():
+    names = [row.name for row in REPRODUCED] + ["reproduction"]
+    return [out(f"reproduction/{name}.csv") for name in names]
 
 
 def noveltybench_curated_scores(wildcards):

@@ -89,3 +89,9 @@ def test_cpu_reports_the_kernels_and_runs_a_command_as_on_a_cpu_without_avx512(c
     assert json.loads(emulated.stdout)["torch_capability"] == "AVX2"
     code, _, err = run(capsys, "cpu", "--as-avx2")
     assert code == 2 and "--as-avx2 needs a command to run" in err
+
+
+def test_reference_writes_the_committed_numbers(capsys):
+    repo = Path(__file__).resolve().parents[1]
+    code = main(["reference", str(repo / "reference" / "paper_tables.tex")])
+    assert code == 0 and capsys.readouterr().out == (repo / "reference" / "paper.csv").read_text()

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from calibft.artifacts.runs import read_runs_by_split
-from calibft.artifacts.structured import aggregates, best_cells, format_w1
+from calibft.artifacts.structured import aggregate_intervals, aggregates, best_cells, format_w1
 from calibft.artifacts.tables import Table
 
 SPLIT_COLUMNS = {"ood": "OOD W₁ ↓", "unseen": "Unseen W₁ ↓"}
@@ -67,25 +67,20 @@ def ablation_table(
     # the settings' columns of every row ("---" where a recipe has no such setting, e.g. no step cap)
     setting_columns = list(dict.fromkeys(column for recipe in recipes for column in settings[recipe]))
     splits = [split for split in SPLIT_COLUMNS if split in metrics_by_split]  # OOD first, as in the paper
-    rows, bold, shaded = [], [], []
+    rows, bold, shaded, intervals = [], [], [], []
     for model in models:
         # recipes x splits of this model (each run checked to be the split it stands for); bold: the best recipe
-        values = pd.DataFrame(
-            {
-                SPLIT_COLUMNS[split]: aggregates(
-                    {recipe: {split: metrics_by_split[split][model][recipe]} for recipe in recipes},
-                    "w1_norm",
-                    split,
-                    [split],
-                )[split]
-                for split in splits
-            }
+        runs = {split: {r: {split: metrics_by_split[split][model][r]} for r in recipes} for split in splits}
+        values, spans = (
+            pd.DataFrame({SPLIT_COLUMNS[s]: of(runs[s], "w1_norm", s, [s])[s] for s in splits})
+            for of in (aggregates, aggregate_intervals)
         )
         best = best_cells(values.T, format_w1, lowest=True).T
         for recipe in recipes:
             shown = {column: settings[recipe].get(column) for column in setting_columns}
             rows.append({"Model": model_titles.get(model, model), **shown, **values.loc[recipe].to_dict()})
             bold.append({"Model": False, **dict.fromkeys(setting_columns, False), **best.loc[recipe].to_dict()})
+            intervals.append({"Model": None, **dict.fromkeys(setting_columns), **spans.loc[recipe].to_dict()})
             shaded.append(recipe == final)
     frame = pd.DataFrame(rows)
     return Table(
@@ -95,6 +90,7 @@ def ablation_table(
         formats={column: format_w1 for column in SPLIT_COLUMNS.values() if column in frame},
         bold=pd.DataFrame(bold, columns=frame.columns).astype(bool),
         shaded=shaded,
+        intervals=pd.DataFrame(intervals, columns=frame.columns, dtype=object),
         wide=objective == "hard",
         font_size="footnotesize",
     )

@@ -94,6 +94,22 @@ def aggregates(
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=float)
 
 
+def aggregate_intervals(
+    metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
+) -> pd.DataFrame:
+    """models × conditions: the bootstrap interval [low, high] of each run's aggregate `key` (metrics.json's
+    `intervals`); None where the run has none or was not run."""
+    rows = {}
+    for model, runs in metrics.items():
+        row = []
+        for condition in conditions:
+            run = runs.get(condition)
+            run = None if run is None else _check(run, split, evaluation, f"{model}/{condition}")
+            row.append(None if run is None else run.get("intervals", {}).get(key))
+        rows[model] = row
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=object)
+
+
 def valid_values(path: str | Path) -> dict[str, np.ndarray]:
     """The valid sampled values of each prompt id in a `samples.jsonl.gz`, in file order.
 
@@ -160,11 +176,14 @@ def grouped_table(
     condition_titles: Mapping[str, str],
     label: str,
     caption: str,
+    intervals: Mapping[str, pd.DataFrame] | None = None,
 ) -> Table:
-    """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None."""
+    """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None.
+    `intervals` gives a group's [low, high] per model and condition (`aggregate_intervals`)."""
     models = list(groups[0][1].index)
     columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
     bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
+    spans: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
     formats = {}
     for group, values, fmt, lowest in groups:
         best = (
@@ -176,13 +195,21 @@ def grouped_table(
                 raise ValueError(f"{label}: two conditions are titled {column[1]!r} in {group!r}")
             columns[column] = values[condition].to_numpy(dtype=float)
             bold[column] = best[condition].to_numpy(dtype=bool)
+            group_intervals = (intervals or {}).get(group)
+            spans[column] = [None] * len(models) if group_intervals is None else list(group_intervals[condition])
             formats[column] = fmt
     index = pd.MultiIndex.from_tuples(list(columns))
     frame = pd.DataFrame(dict(enumerate(columns.values())))
     frame.columns = index
     bold_frame = pd.DataFrame(dict(enumerate(bold.values())))
     bold_frame.columns = index
-    return Table(frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize")
+    interval_frame = pd.DataFrame(dict(enumerate(spans.values())), dtype=object) if intervals else None
+    if interval_frame is not None:
+        interval_frame.columns = index
+    return Table(
+        frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize",
+        intervals=interval_frame,
+    )  # fmt: skip
 
 
 def _count_words(n: int) -> str:
@@ -219,7 +246,9 @@ def structured_table(
     per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
     check_choice("split", split, SPLITS)
     conditions = conditions_of(conditions, metrics)
-    w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in ("w1_norm", "logit_kl", "valid_rate"))
+    keys = {W1_GROUP[split]: "w1_norm", KL_GROUP: "logit_kl", VALID_GROUP: "valid_rate"}
+    w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in keys.values())
+    intervals = {group: aggregate_intervals(metrics, key, split, conditions) for group, key in keys.items()}
     what, over = _split_text(split, metrics)
     caption = (
         f"Structured-sampling results on {what}. For each model, {condition_sentence(conditions, condition_titles)} "
@@ -234,7 +263,7 @@ def structured_table(
         (KL_GROUP, kl, format_kl, True),
         (VALID_GROUP, valid, format_rate, False),
     ]
-    return grouped_table(groups, model_titles, condition_titles, f"tab:main-{split}", caption)
+    return grouped_table(groups, model_titles, condition_titles, f"tab:main-{split}", caption, intervals)
 
 
 def _ssot_runs(ssot_metrics: Mapping[str, Mapping[str, Any]], models: Sequence[str]) -> Metrics:
@@ -266,14 +295,21 @@ def ssot_table(
     ssot = _ssot_runs(ssot_metrics, models)
     w1, valid = (
         pd.concat(
-            [
-                aggregates(metrics, key, split, conditions),
-                aggregates(ssot, key, split, ["ssot"], evaluation="ssot"),
-            ],
+            [aggregates(metrics, key, split, conditions), aggregates(ssot, key, split, ["ssot"], evaluation="ssot")],
             axis=1,
         )
         for key in ("w1_norm", "valid_rate")
     )
+    intervals = {
+        group: pd.concat(
+            [
+                aggregate_intervals(metrics, key, split, conditions),
+                aggregate_intervals(ssot, key, split, ["ssot"], evaluation="ssot"),
+            ],
+            axis=1,
+        )
+        for group, key in ((W1_GROUP[split], "w1_norm"), (VALID_GROUP, "valid_rate"))
+    }
     what, _ = _split_text(split, metrics)
     samples = _samples_text([runs["ssot"] for runs in ssot.values() if "ssot" in runs])
     names = ", ".join(condition_titles.get(c, c) for c in conditions)
@@ -283,7 +319,7 @@ def ssot_table(
         "Lower W₁ and higher valid rate are better; --- indicates an undefined aggregate W₁."
     )
     groups = [(W1_GROUP[split], w1, format_w1, None), (VALID_GROUP, valid, format_rate, None)]
-    return grouped_table(groups, model_titles, condition_titles, f"tab:ssot-structured-{split}", caption)
+    return grouped_table(groups, model_titles, condition_titles, f"tab:ssot-structured-{split}", caption, intervals)
 
 
 # ---------------------------------------------------------------------------------------------- bar charts

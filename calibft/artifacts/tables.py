@@ -37,6 +37,8 @@ class Table:
         the `.md` and `.tex` (never in the `.csv`). Without one, numbers print with 6 significant digits.
     code: columns shown in monospace. bold: a frame of booleans of the same shape, True where a cell is bold.
     shaded: one boolean per row, True where the `.tex` shades the row with `shade_color`.
+    intervals: a frame of the same shape holding [low, high] where a cell's number has an uncertainty interval,
+        None elsewhere; not written to the table's files (the reproduction report reads it).
     column_format: the `tabular` column specification; by default `l` for text and `r` for number columns.
     wide: a `table*` spanning both columns. font_size: a LaTeX size command without backslash, or None.
     """
@@ -53,6 +55,7 @@ class Table:
     font_size: str | None = "small"
     shade_color: str = "black!7"
     missing: str = "---"
+    intervals: pd.DataFrame | None = None
 
     def __post_init__(self):
         table_name(self.label)
@@ -62,6 +65,8 @@ class Table:
             raise ValueError(f"{self.label}: formats/code name unknown columns {unknown}; columns are {columns}")
         if self.bold is not None and self.bold.shape != self.frame.shape:
             raise ValueError(f"{self.label}: bold has shape {self.bold.shape}, the frame {self.frame.shape}")
+        if self.intervals is not None and self.intervals.shape != self.frame.shape:
+            raise ValueError(f"{self.label}: intervals has shape {self.intervals.shape}, the frame {self.frame.shape}")
         if self.shaded is not None and len(self.shaded) != len(self.frame):
             raise ValueError(f"{self.label}: shaded has {len(self.shaded)} rows, the frame {len(self.frame)}")
         if self.frame.columns.nlevels > 2:

@@ -45,13 +45,19 @@ def valid_mask(values: np.ndarray, family_id: str, params: Params) -> np.ndarray
     return valid
 
 
-def wasserstein1(samples: np.ndarray, law) -> float:
-    """W1 between the empirical law of `samples` and a frozen SciPy law; NaN without samples."""
+def coupling_quantiles(law, n: int) -> np.ndarray:
+    """The target's quantiles that W1 pairs with `n` sorted samples: F^-1((i - 0.5) / n), i = 1..n."""
+    return law.ppf((np.arange(1, n + 1) - 0.5) / n)
+
+
+def wasserstein1(samples: np.ndarray, law, quantiles: np.ndarray | None = None) -> float:
+    """W1 between the empirical law of `samples` and a frozen SciPy law; NaN without samples. `quantiles`, when
+    given, are `coupling_quantiles(law, len(samples))`, computed once for many samples of one size."""
     samples = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(samples)
     if n == 0:
         return math.nan
-    quantiles = law.ppf((np.arange(1, n + 1) - 0.5) / n)
+    quantiles = coupling_quantiles(law, n) if quantiles is None else quantiles
     with np.errstate(over="ignore"):  # only a W1 beyond the float range overflows; it is reported as undefined
         return float(np.sum(np.abs(samples - quantiles) / n))
 
@@ -106,3 +112,20 @@ def across_families(means: Mapping[str, float | None], how: str) -> float | None
     if not means or any(v is None or not math.isfinite(v) for v in means.values()):
         return None
     return float(reduce(list(means.values())))
+
+
+def structured_aggregate(rows: Sequence[Mapping], logit_kl_across_families: str = "mean") -> dict:
+    """The aggregate of a structured evaluation from its per-prompt rows (family, w1_norm, logit_kl,
+    valid_rate): W1 the median across families of their means (None when a family has no finite value), logit
+    KL the mean or median of the family means (`logit_kl_across_families`, a switch of `calibft.protocol`; None
+    without logit KL), valid rate the mean of the family means; with the family means it is computed from."""
+    families = [row["family"] for row in rows]
+    means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}
+    valid_rates = [v for v in means["valid_rate"].values() if v is not None]
+    with_kl = any(row["logit_kl"] is not None for row in rows)
+    return {
+        "w1_norm": family_median(means["w1_norm"]),
+        "logit_kl": across_families(means["logit_kl"], logit_kl_across_families) if with_kl else None,
+        "valid_rate": float(np.mean(valid_rates)) if valid_rates else None,
+        "family_means": means,
+    }

@@ -31,12 +31,11 @@ from tqdm import tqdm
 from calibft.chat import chat_prompt_ids
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.evals import ssot_release
+from calibft.evals.bootstrap import LEVEL, PromptSamples, structured_intervals
 from calibft.evals.metrics import (
-    across_families,
-    family_means,
-    family_median,
     finite_or_none,
     parse_number,
+    structured_aggregate,
     valid_mask,
     w1_scale,
     wasserstein1,
@@ -116,34 +115,41 @@ def score(
     records: Sequence[dict],
     logit_kl: Mapping[str, float] | None = None,
     logit_kl_across_families: str = "mean",
+    replicates: int = 0,
+    bootstrap_seed: int = 0,
     **header,
 ) -> dict:
     """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate: W1 the median across
     families (None when a family has no finite value), logit KL the mean or median of the family means
-    (`logit_kl_across_families`, a switch of `calibft.protocol`), valid rate the mean across families."""
+    (`logit_kl_across_families`, a switch of `calibft.protocol`), valid rate the mean across families; with
+    `replicates`, each aggregate's bootstrap interval (`calibft.evals.bootstrap`, seeded by `bootstrap_seed`)."""
     by_prompt: dict[str, list[dict]] = {p.id: [] for p in chosen}
     for record in records:
         by_prompt[record["id"]].append(record)
     rows = [prompt_metrics(p, by_prompt[p.id], None if logit_kl is None else logit_kl[p.id]) for p in chosen]
     families = [row["family"] for row in rows]
-    means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}
+    aggregate = structured_aggregate(rows, logit_kl_across_families)
+    means = aggregate.pop("family_means")
     family_rows = [
         {"family": name, **{key: means[key][name] for key in means}, "num_prompts": families.count(name)}
         for name in means["w1_norm"]
     ]
-    valid_rates = [v for v in means["valid_rate"].values() if v is not None]
-    return {
+    metrics = {
         **header,
         "aggregate": {
-            "w1_norm": family_median(means["w1_norm"]),
-            "logit_kl": None if logit_kl is None else across_families(means["logit_kl"], logit_kl_across_families),
-            "valid_rate": float(np.mean(valid_rates)) if valid_rates else None,
+            **aggregate,
             "num_families": len(family_rows),
             "undefined_families": [name for name, mean in means["w1_norm"].items() if mean is None],
         },
         "families": family_rows,
         "prompts": rows,
     }
+    if replicates:
+        kl = logit_kl or {}
+        samples = [PromptSamples.of_records(p, by_prompt[p.id], kl.get(p.id)) for p in chosen]
+        across = logit_kl_across_families
+        metrics["intervals"] = structured_intervals(samples, bootstrap_seed, replicates, LEVEL, across)
+    return metrics
 
 
 def run(job: StructuredJob) -> None:
@@ -197,7 +203,8 @@ def run(job: StructuredJob) -> None:
         job.evaluation, split=job.split, samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started
     )
     across = job.protocol["logit_kl_across_families"]
-    write_json(out / "metrics.json", score(chosen, records, logit_kl, across, **header))
+    bootstrap = {"replicates": job.bootstrap_replicates, "bootstrap_seed": job.seed_of("bootstrap", job.split)}
+    write_json(out / "metrics.json", score(chosen, records, logit_kl, across, **bootstrap, **header))
     job.write_provenance(model, tokenizer, job.generation(), tries=job.tries, ssot_prompts=job.release_prompts)
     finish_checkpoints(checkpoint)
 

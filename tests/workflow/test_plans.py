@@ -47,8 +47,9 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     # runs, 12 x 3 MCQ runs,
     # NoveltyBench's 2 prompt files, 3 evaluators and 12 x 3 x 2 generation and scoring jobs, 5 TinyBenchmarks
     # datasets, its IRT file and 12 x 3 TinyBenchmarks runs, 7 PALOMA slices and 12 x 3 PALOMA runs, the tables
-    # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run), and a
-    # snapshot of each of the 12 checkpoints (the four tokenizers come from four of them)
+    # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run), a
+    # snapshot of each of the 12 checkpoints (the four tokenizers come from four of them), and the reproduction
+    # report: the 13 results tables against the paper's numbers and their summary
     assert counts == {
         "checkpoint_snapshot": 12, "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140,
         "ssot_eval": 24,
@@ -56,7 +57,7 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
         "grid_granularity": 1, "ssot_prompts": 1, "table": 17, "figure": 15, "noveltybench_qualitative_cases": 1,
-        "all": 1, "total": 619,
+        "reproduction": 13, "reproduction_summary": 1, "all": 1, "total": 633,
     }  # fmt: skip
     assert "build_tiny_model" not in paper_plan
     blocks = paper_plan.split("\n\n")
@@ -163,7 +164,7 @@ def test_gpt_oss_takes_its_own_ssot_instruction_and_its_final_answer_whole():
     assert gpt_oss["answer_pattern"] is None and gpt_oss["chat_overrides"] == {"assistant_prefix": ""}
     assert qwen["system"] == config["evaluation"]["ssot"]["instruction"]
     assert qwen["answer_pattern"] == "<answer>(.*?)</answer>"
-    assert "release_prompts" not in gpt_oss and gpt_oss["protocol"]["ssot_prompt"] == "config"
+    assert gpt_oss["release_prompts"] is None and gpt_oss["protocol"]["ssot_prompt"] == "config"
 
 
 def test_under_release_ssot_reads_the_release_prompts_downloaded_by_their_rule():
@@ -171,7 +172,7 @@ def test_under_release_ssot_reads_the_release_prompts_downloaded_by_their_rule()
     gpt_oss, qwen = jobs["gpt_oss_20b"], jobs["qwen3_14b"]
     assert gpt_oss["release_prompts"] == qwen["release_prompts"] == "resources/ssot_prompts.py"
     assert (gpt_oss["release_style"], qwen["release_style"]) == ("gpt_oss", "default")
-    assert "system" not in gpt_oss and "answer_pattern" not in qwen
+    assert gpt_oss["system"] is None and qwen["answer_pattern"] is None
 
 
 def test_a_trie_job_asks_for_memory_in_proportion_to_its_output_space(tmp_path):
@@ -198,7 +199,8 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
         "build_tiny_model": 3, "prompts": 3, "output_space": 6, "trie": 5, "train": 5, "structured_eval": 12,
         "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6, "noveltybench_score": 6,
         "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1, "table": 17,
-        "figure": 15, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "all": 1, "total": 97,
+        "figure": 15, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "reproduction": 13,
+        "reproduction_summary": 1, "all": 1, "total": 111,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset

@@ -1,0 +1,46 @@
+rule reproduction:
+    input:
+        unpack(artifact_inputs),
+        reference=REFERENCE,
+    output:
+        report(
+            multiext(out("reproduction/{artifact}"), ".csv", ".md", ".tex"),
+            category="Reproduction",
+            caption="../report/reproduction.rst",
+        ),
+        multiext(out("reproduction/{artifact}"), ".pdf", ".png"),
+    log:
+        out_log("reproduction/{artifact}.log"),
+    wildcard_constraints:
+        artifact="|".join(re.escape(row.name) for row in REPRODUCED) or "(?!)",
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        settings=artifact_settings,
+        protocol=protocol_name(config["protocol"]),
+    script:
+        "../workflow_scripts/reproduce.py"
+
+
+rule reproduction_summary:
+    input:
+        [out(f"reproduction/{row.name}.csv") for row in REPRODUCED],
+    output:
+        report(
+            multiext(out("reproduction/reproduction"), ".csv", ".md", ".tex"),
+            category="Reproduction",
+            subcategory="Summary",
+            caption="../report/reproduction.rst",
+        ),
+    log:
+        out_log("reproduction/reproduction.log"),
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        names=[row.name for row in REPRODUCED],
+        reference=config["reproduction"]["reference"],
+        protocol=protocol_name(config["protocol"]),
+    script:
+        "../workflow_scripts/reproduction_summary.py"

@@ -1,0 +1,112 @@
+"""The reproduction report's comparison and verdicts (calibft.reproduction)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from calibft.artifacts.registry import ARTIFACTS, where
+from calibft.artifacts.tables import Table
+from calibft.reference import ReferenceCell
+from calibft.reproduction import compare, compared_rows, recorded_reference, table_cells, verdict, verdict_counts
+
+NAN = math.nan
+
+
+@pytest.mark.parametrize(
+    ("reference", "tolerance", "ours", "low", "high", "expected"),
+    [
+        (0.30, 0.005, 0.31, 0.29, 0.33, "within"),
+        (0.285, 0.005, 0.31, 0.29, 0.33, "within"),  # outside the interval by less than the paper's rounding
+        (0.28, 0.005, 0.31, 0.29, 0.33, "outside"),
+        (0.34, 0.0, 0.31, 0.29, 0.33, "outside"),
+        (None, None, 0.31, 0.29, 0.33, "no reference"),  # the paper prints "---"
+        (0.30, 0.005, NAN, NAN, NAN, "not run"),
+        (0.30, 0.005, 0.31, NAN, NAN, "no interval"),
+    ],
+)
+def test_verdicts_by_hand(reference, tolerance, ours, low, high, expected):
+    assert verdict(reference, tolerance, ours, low, high) == expected
+
+
+def grouped():
+    """A two-model table as the structured renderers build it: Model, then Group / Condition columns."""
+    columns = pd.MultiIndex.from_tuples([("", "Model"), ("OOD W₁ ↓", "Base"), ("OOD W₁ ↓", "Soft")])
+    frame = pd.DataFrame([["Qwen3-0.6B", 0.46, 0.2], ["Qwen3-1.7B", 0.36, NAN]], columns=columns)
+    intervals = pd.DataFrame([[None, [0.44, 0.48], [0.19, 0.22]], [None, None, None]], columns=columns, dtype=object)
+    return Table(frame, "tab:main-ood", intervals=intervals)
+
+
+def cell(row, column, printed, value, tolerance, panel=""):
+    return ReferenceCell("main_ood", panel, "", row, column, printed, value, tolerance, False)
+
+
+def test_each_reference_cell_meets_ours():
+    ours = table_cells(grouped())
+    assert list(ours["column"]) == ["OOD W₁ ↓ / Base", "OOD W₁ ↓ / Soft"] * 2
+    reference = [
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Base", "0.462", 0.462, 0.0005),
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Soft", "170.423", 170.423, 0.0005),
+        cell("Qwen3-1.7B", "OOD W₁ ↓ / Base", "0.3574", 0.3574, 0.00005),
+        cell("Qwen3-1.7B", "OOD W₁ ↓ / Soft", "---", None, None),
+        cell("Gemma-3-1B-it", "OOD W₁ ↓ / Base", "96.9663", 96.9663, 0.00005),
+    ]
+    result = compare(reference, ours, "release")
+    assert list(result["verdict"]) == ["within", "outside", "no interval", "no reference", "not run"]
+    assert result["difference"].iloc[0] == pytest.approx(0.46 - 0.462)
+    assert (result["protocol"] == "release").all()
+    counts = verdict_counts({"main_ood": result}).iloc[0]
+    assert (counts["within"], counts["outside"], counts["not run"], counts["cells"]) == (1, 1, 1, 5)
+
+
+def test_a_two_panel_cell_is_matched_on_its_panel():
+    frame = pd.DataFrame({"Model": ["M"], "PALOMA Perplexity ↓ / Base": [12.0]})
+    reference = [cell("M", "Base", "12", 12.0, 0.5, panel="PALOMA Perplexity ↓")]
+    result = compare(reference, table_cells(Table(frame, "tab:paloma-model-summary")), "release")
+    assert list(result["verdict"]) == ["no interval"] and result["ours"].iloc[0] == 12.0
+
+
+def test_a_header_without_its_group_meets_our_only_column_of_that_header():
+    frame = pd.DataFrame({"Model / Task": ["MMLU"], "TinyBenchmarks gp-IRT ↑ / Base": [0.45]})
+    reference = [ReferenceCell("retention_summary", "", "", "MMLU", "Base", "0.456", 0.456, 0.0005, False)]
+    result = compare(reference, table_cells(Table(frame, "tab:retention-summary")), "release")
+    assert result["ours"].iloc[0] == 0.45 and result["column"].iloc[0] == "Base"
+
+
+def test_a_recorded_run_is_its_own_reference():
+    frame = pd.DataFrame({"Model": ["Tiny"], "A / Base": [0.1234567891], "A / Soft": [NAN]})
+    cells = recorded_reference({"main_ood": frame})
+    assert [(c.printed, c.value, c.tolerance) for c in cells] == [
+        ("0.1234567891", 0.1234567891, 0.0),
+        ("---", None, 0.0),
+    ]
+
+
+def test_a_recorded_numbers_tolerance_is_its_largest_deviation_over_other_runs():
+    recorded = pd.DataFrame({"Model": ["Tiny", "Other"], "A / Base": [0.5, 0.25]})
+    runs = [
+        {"main_ood": pd.DataFrame({"Model": ["Tiny"], "A / Base": [0.625]})},
+        {"main_ood": pd.DataFrame({"Model": ["Tiny"], "A / Base": [0.25]})},  # the largest: 0.25 away
+        {"main_unseen": pd.DataFrame({"Model": ["Tiny"], "A / Base": [9.0]})},
+    ]
+    cells = recorded_reference({"main_ood": recorded}, runs)
+    assert [(c.row, c.tolerance) for c in cells] == [("Tiny", 0.25), ("Other", 0.0)]
+    # a number of our run 0.2 away, whose interval misses the reference by 0.1, is within the tolerance
+    assert verdict(cells[0].value, cells[0].tolerance, 0.7, 0.6, 0.8) == "within"
+
+
+def test_an_ablation_row_is_keyed_by_its_settings_within_its_model_block():
+    frame = pd.DataFrame(
+        {"Model": ["Qwen3-14B", "Qwen3-14B"], "d": [2, 3], "max bins": [1001.0, 1001.0], "OOD W₁ ↓": [0.12, 0.11]}
+    )
+    intervals = pd.DataFrame([[None, None, None, [0.1, 0.13]], [None, None, None, None]], dtype=object)
+    ours = table_cells(Table(frame, "tab:grid-ablation", intervals=intervals))
+    assert list(ours["block"]) == ["Qwen3-14B"] * 2
+    assert list(ours["row"]) == ["d=2, max bins=1001", "d=3, max bins=1001"]
+    reference = [
+        ReferenceCell("grid_ablation", "", "Qwen3-14B", "d=2, max bins=1001", "OOD W₁ ↓", "0.119", 0.119, 5e-4, False),
+        ReferenceCell("grid_ablation", "", "Gemma-3-12B-it", "d=2, max bins=1001", "OOD W₁ ↓", "0.2", 0.2, 5e-4, False),
+    ]
+    result = compare(reference, ours, "release")
+    assert list(result["verdict"]) == ["within", "not run"] and result["ours"].iloc[0] == 0.12
+    assert compared_rows(ARTIFACTS, reference) == where(name="grid_ablation")
