@@ -418,7 +418,7 @@ REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
 
 
 def reproduction_files():
-    names = [row.name for row in REPRODUCED] + ["reproduction"]
+    names = [row.name for row in REPRODUCED] + ["reproduction", "compute"]
     return [out(f"reproduction/{name}.csv") for name in names]
 
 

@@ -44,3 +44,36 @@ rule reproduction_summary:
         protocol=protocol_name(config["protocol"]),
     script:
         "../workflow_scripts/reproduction_summary.py"
+
+
+rule compute_report:
+    input:
+        adapter_outputs(LAYOUT.main_runs),
+        eval_outputs(),
+        reference=REFERENCE,
+    output:
+        report(
+            multiext(out("reproduction/compute"), ".csv", ".md", ".tex"),
+            category="Reproduction",
+            subcategory="Compute",
+            caption="../report/compute.rst",
+        ),
+    log:
+        out_log("reproduction/compute.log"),
+    localrule: True
+    conda:
+        "../envs/calibft.yaml"
+    params:
+        benchmarks=out_benchmark(""),
+        train_runs=LAYOUT.main_runs,
+        objective={
+            name: recipe["objective"] for name, recipe in config["recipes"].items()
+        },
+        gpus={
+            name: model["resources"].get("gpus", 0)
+            for name, model in config["models"].items()
+        },
+        conditions=CONDITIONS,
+        reference=config["reproduction"]["reference"],
+    script:
+        "../workflow_scripts/compute_report.py"

@@ -49,7 +49,7 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     # datasets, its IRT file and 12 x 3 TinyBenchmarks runs, 7 PALOMA slices and 12 x 3 PALOMA runs, the tables
     # and figures (the nine qualitative tables are planned once the checkpoint that chooses them has run), a
     # snapshot of each of the 12 checkpoints (the four tokenizers come from four of them), and the reproduction
-    # report: the 13 results tables against the paper's numbers and their summary
+    # report: the 13 results tables against the paper's numbers, their summary and the compute report
     assert counts == {
         "checkpoint_snapshot": 12, "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140,
         "ssot_eval": 24,
@@ -57,7 +57,7 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
         "grid_granularity": 1, "ssot_prompts": 1, "table": 17, "figure": 15, "noveltybench_qualitative_cases": 1,
-        "reproduction": 13, "reproduction_summary": 1, "all": 1, "total": 633,
+        "reproduction": 13, "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 634,
     }  # fmt: skip
     assert "build_tiny_model" not in paper_plan
     blocks = paper_plan.split("\n\n")
@@ -200,7 +200,7 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
         "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6, "noveltybench_score": 6,
         "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1, "table": 17,
         "figure": 15, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "reproduction": 13,
-        "reproduction_summary": 1, "all": 1, "total": 111,
+        "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 112,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset
