@@ -139,7 +139,7 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 def _reference(args: argparse.Namespace) -> None:
     if args.record is not None:
         paper = reference.read_csv((reference.REPOSITORY / "reference" / "paper.csv").read_text())
-        names = [row.name for row in reproduction.compared_rows(ARTIFACTS, list(paper))]
+        names = [row.name for row in reference.compared_rows(ARTIFACTS, list(paper))]
         sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))
         if args.machine is not None:
             Path(args.machine).write_text(json.dumps(reproduction.recording_machine(args.record), indent=2) + "\n")

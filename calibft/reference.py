@@ -1,5 +1,5 @@
 """The paper's reported numbers as data: every cell of its results tables and its compute statement, read from
-the paper's LaTeX source.
+the paper's LaTeX source. The workflow reads this module to plan; it imports nothing heavy.
 
     calibft reference reference/paper_tables.tex > reference/paper.csv
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from calibft.artifacts.tables import table_name
+from calibft.artifacts.registry import Artifact, table_name
 
 REPOSITORY = Path(__file__).resolve().parents[1]  # reference/paper.csv is in its `reference/` folder
 CONDITIONS = ("Base", "Soft", "Hard", "SSOT")
@@ -182,6 +182,12 @@ def extract(latex: str) -> list[ReferenceCell]:
     """Every cell of every table environment in `latex`, then the compute statement's numbers."""
     cells = [cell for environment in _ENVIRONMENT.findall(latex) for cell in parse_environment(environment)]
     return cells + parse_compute(latex)
+
+
+def compared_rows(rows: Iterable[Artifact], reference: Sequence[ReferenceCell]) -> list[Artifact]:
+    """The tables of `rows` that the reference has numbers of."""
+    named = {cell.artifact for cell in reference}
+    return [row for row in rows if row.kind == "table" and row.name in named]
 
 
 def to_csv(cells: Iterable[ReferenceCell]) -> str:

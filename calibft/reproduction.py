@@ -213,12 +213,6 @@ def summary_table(comparisons: dict[str, pd.DataFrame], source: str, protocol: s
     return Table(verdict_counts(comparisons), "tab:reproduction", caption)
 
 
-def compared_rows(rows: Iterable[Artifact], reference: Sequence[ReferenceCell]) -> list[Artifact]:
-    """The tables of `rows` that the reference has numbers of."""
-    named = {cell.artifact for cell in reference}
-    return [row for row in rows if row.kind == "table" and row.name in named]
-
-
 def read_tables(directory: str | Path, names: Iterable[str]) -> dict[str, pd.DataFrame]:
     """The `.csv` frames of the tables of `names` that `directory` holds."""
     paths = {name: Path(directory) / f"{name}.csv" for name in names}

@@ -45,8 +45,7 @@ from calibft.jobs import (  # noqa: E402
 )
 from calibft.layout import SPLITS, Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
-from calibft.reference import read_csv  # noqa: E402
-from calibft.reproduction import compared_rows  # noqa: E402
+from calibft.reference import compared_rows, read_csv  # noqa: E402
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)

@@ -7,8 +7,8 @@ import pytest
 
 from calibft.artifacts.registry import ARTIFACTS, where
 from calibft.artifacts.tables import Table
-from calibft.reference import ReferenceCell
-from calibft.reproduction import compare, compared_rows, recorded_reference, table_cells, verdict, verdict_counts
+from calibft.reference import ReferenceCell, compared_rows
+from calibft.reproduction import compare, recorded_reference, table_cells, verdict, verdict_counts
 
 NAN = math.nan
 

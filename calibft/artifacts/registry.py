@@ -435,6 +435,14 @@ ARTIFACTS: tuple[Artifact, ...] = (
     ),
 )
 
+
+def table_name(label: str) -> str:
+    """The file name of a table: its LaTeX label without `tab:`, hyphens turned into underscores."""
+    if not label.startswith("tab:") or len(label) == 4:
+        raise ValueError(f"a table label looks like 'tab:main-ood', not {label!r}")
+    return label[4:].replace("-", "_")
+
+
 BY_NAME: dict[str, Artifact] = {artifact.name: artifact for artifact in ARTIFACTS}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.artifacts.registry import table_name
 from calibft.io import atomic_path
 
 Format = str | Callable[[Any], str]
@@ -75,13 +76,6 @@ class Table:
     @property
     def name(self) -> str:
         return table_name(self.label)
-
-
-def table_name(label: str) -> str:
-    """The file name of a table: its LaTeX label without `tab:`, hyphens turned into underscores."""
-    if not label.startswith("tab:") or len(label) == 4:
-        raise ValueError(f"a table label looks like 'tab:main-ood', not {label!r}")
-    return label[4:].replace("-", "_")
 
 
 def write_table(table: Table, directory: str | Path) -> list[Path]:

@@ -28,8 +28,8 @@ def paper_plan() -> str:
 
 
 def test_parsing_the_workflow_imports_no_deep_learning_library(tmp_path):
-    """A dry run, and every cluster job's parse, pays no torch import: each library raises on import here."""
-    for library in ("torch", "transformers", "peft"):
+    """A dry run, and every cluster job's parse, pays no torch or matplotlib import: each raises on import here."""
+    for library in ("torch", "transformers", "peft", "matplotlib"):
         (tmp_path / f"{library}.py").write_text(f"raise ImportError('{library} is imported')\n")
     pythonpath = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
     result = snakemake("-n", "--forceall", "--profile", "profiles/demo", env={"PYTHONPATH": pythonpath})
