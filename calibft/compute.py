@@ -56,15 +56,15 @@ def stage_costs(
     """One row per stage: its name, unit, our figure and the number of timed jobs. `train_runs` are the final
     (model, recipe) runs, `objective[recipe]` soft or hard, `gpus[model]` its training GPUs; the evaluations
     count the jobs of the final `conditions` (base and the final recipes), as the paper's final evaluation."""
-    conditions = list(conditions)
-    benchmarks = Path(benchmarks)
+    conditions, train_runs, benchmarks = list(conditions), list(train_runs), Path(benchmarks)
     rows = []
     for kind in ("soft", "hard"):
-        timed = [
+        runs = [
             (model, benchmarks / "train" / model / f"{recipe}.tsv")
             for model, recipe in train_runs
-            if objective[recipe] == kind and (benchmarks / "train" / model / f"{recipe}.tsv").exists()
+            if objective[recipe] == kind
         ]
+        timed = [(model, path) for model, path in runs if path.exists()]
         hours = sum(wall_seconds(path) * gpus[model] for model, path in timed) / 3600 if timed else math.nan
         rows.append({"stage": f"training {kind}", "unit": "GPU-hours", "ours": hours, "runs": len(timed)})
     for stage, folders in EVALUATION_STAGES.items():

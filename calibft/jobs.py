@@ -97,8 +97,11 @@ class ModelJob:
     protocol: dict = field(default_factory=_protocol)  # every switch's value (calibft.protocol)
 
     @staticmethod
-    def under_test(layout: Layout, model: str, cond: str, sampling: dict, out_dir: str) -> dict[str, Any]:
-        """The ModelJob fields of `model` in condition `cond` (the base model or a recipe's adapter)."""
+    def under_test(
+        layout: Layout, model: str, cond: str, sampling: dict, evaluation: str, *parts: str
+    ) -> dict[str, Any]:
+        """The ModelJob fields of `model` in condition `cond` (the base model or a recipe's adapter), writing into
+        the folder of `evaluation` and its `parts` (`Layout.eval_folder`)."""
         config, entry = layout.config, layout.config["models"][model]
         return {
             "model": layout.model_source(model),
@@ -111,7 +114,7 @@ class ModelJob:
             "protocol": layout.protocol,
             "precision": config["evaluation"]["precision"],
             "sampling": sampling,
-            "out_dir": out_dir,
+            "out_dir": layout.eval_folder(model, cond, evaluation, *parts),
         }
 
     def checkpoint_generation_config(self) -> dict | None:
@@ -226,9 +229,7 @@ class StructuredJob(ModelJob):
         structured, ablations = layout.config["evaluation"]["structured"], layout.config["ablations"]
         drawn = [panel["prompt"] for panel in structured["qualitative"]] + ablations["qualitative"]["prompts"]
         return {
-            **ModelJob.under_test(
-                layout, model, cond, section["sampling"], layout.eval_folder(model, cond, evaluation, split)
-            ),
+            **ModelJob.under_test(layout, model, cond, section["sampling"], evaluation, split),
             "evaluation": evaluation,
             "split": split,
             "prompt_ids": evaluated_ids(split, structured.get("max_prompts"), drawn),
@@ -287,8 +288,8 @@ class OpenEndedJob(ModelJob):
     @classmethod
     def from_config(cls, layout: Layout, model: str, cond: str) -> OpenEndedJob:
         sampling = layout.config["evaluation"]["open_ended"]["sampling"]
-        out_dir = layout.eval_folder(model, cond, "open_ended")
-        return cls(**cls.under_test(layout, model, cond, sampling, out_dir), prompts_file=layout.open_ended_prompts())
+        under_test = cls.under_test(layout, model, cond, sampling, "open_ended")
+        return cls(**under_test, prompts_file=layout.open_ended_prompts())
 
 
 # The paper's text (appendix app:mcq-prompt), ending, as in the authors' code, with a newline (Qwen3's template
@@ -330,7 +331,7 @@ class MCQJob(ModelJob):
     @classmethod
     def from_config(cls, layout: Layout, model: str, cond: str) -> MCQJob:
         sampling = layout.config["evaluation"]["mcq"]["sampling"]
-        return cls(**cls.under_test(layout, model, cond, sampling, layout.eval_folder(model, cond, "mcq")))
+        return cls(**cls.under_test(layout, model, cond, sampling, "mcq"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,9 +349,8 @@ class GenerationJob(ModelJob):
     @classmethod
     def from_config(cls, layout: Layout, model: str, cond: str, nb_split: str) -> GenerationJob:
         section = layout.config["evaluation"]["noveltybench"]
-        out_dir = layout.eval_folder(model, cond, "noveltybench", nb_split)
         return cls(
-            **cls.under_test(layout, model, cond, section["sampling"], out_dir),
+            **cls.under_test(layout, model, cond, section["sampling"], "noveltybench", nb_split),
             split=nb_split,
             prompts_file=layout.noveltybench_prompts(nb_split),
             max_prompts=section.get("max_prompts"),
@@ -429,7 +429,7 @@ class TinyBenchJob(ModelJob):
     def from_config(cls, layout: Layout, model: str, cond: str) -> TinyBenchJob:
         section = layout.config["evaluation"]["tinybenchmarks"]
         return cls(
-            **cls.under_test(layout, model, cond, {}, layout.eval_folder(model, cond, "tinybench")),
+            **cls.under_test(layout, model, cond, {}, "tinybench"),
             tasks=layout.tinybench_items(),
             irt_params=layout.irt_params(),
             batch_size=section["batch_size"],
@@ -481,7 +481,7 @@ class PalomaJob(ModelJob):
     def from_config(cls, layout: Layout, model: str, cond: str) -> PalomaJob:
         section = layout.config["evaluation"]["paloma"]
         return cls(
-            **cls.under_test(layout, model, cond, {}, layout.eval_folder(model, cond, "paloma")),
+            **cls.under_test(layout, model, cond, {}, "paloma"),
             slices=layout.paloma_slices(),
             window=section["window"],
             stride=section["stride"],

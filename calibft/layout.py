@@ -21,8 +21,6 @@ from calibft.assets import NOVELTYBENCH_PROMPTS, OPEN_ENDED_PROMPTS, SSOT_PROMPT
 from calibft.config import model_source, tokenizer_source
 from calibft.protocol import protocol_root, resolve
 
-SPLITS = ("train", "unseen", "ood")
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -85,9 +83,9 @@ class Layout:
         """A file the config names relative to the workflow's folder."""
         return os.path.join(self.basedir, path)
 
-    def configured_or_download(self, files: Mapping[str, str] | None, key: str, download: str) -> str:
+    def configured_or_download(self, configured: str | None, download: str | os.PathLike) -> str:
         """A configured file (the demo's fixtures), or the file a rule downloads when the config gives none."""
-        return download if files is None else self.workflow_file(files[key])
+        return str(download) if configured is None else self.workflow_file(configured)
 
     def model_source(self, model: str) -> str:
         """The folder a model loads from: its `path`, or the snapshot of its `hf_id`."""
@@ -173,14 +171,12 @@ class Layout:
     def open_ended_prompts(self) -> str:
         """The configured prompts file, or the authors' that rule open_ended_prompts downloads."""
         configured = self.config["evaluation"]["open_ended"]["prompts_file"]
-        return (
-            str(cache_path(OPEN_ENDED_PROMPTS, "resources")) if configured is None else self.workflow_file(configured)
-        )
+        return self.configured_or_download(configured, cache_path(OPEN_ENDED_PROMPTS, "resources"))
 
     def noveltybench_prompts(self, split: str) -> str:
         """A split's configured prompts, or the benchmark's pinned file that rule noveltybench_prompts downloads."""
         files = self.config["evaluation"]["noveltybench"]["prompts_files"]
-        return self.configured_or_download(files, split, str(cache_path(NOVELTYBENCH_PROMPTS[split], "resources")))
+        return self.configured_or_download(files and files[split], cache_path(NOVELTYBENCH_PROMPTS[split], "resources"))
 
     def evaluator(self, name: str) -> str:
         """Where a NoveltyBench evaluator loads from: its download under resources/hf/, or its configured folder."""
@@ -189,10 +185,10 @@ class Layout:
 
     def tinybench_items(self) -> dict[str, str]:
         """Every task's items: the configured files, or the exports of rule tinybenchmarks_items."""
-        section = self.config["evaluation"]["tinybenchmarks"]
+        files = self.config["evaluation"]["tinybenchmarks"]["items_files"]
         return {
-            task: self.configured_or_download(section["items_files"], task, f"resources/tinybenchmarks/{task}.jsonl")
-            for task in section["tasks"]
+            task: self.configured_or_download(files and files[task], f"resources/tinybenchmarks/{task}.jsonl")
+            for task in self.config["evaluation"]["tinybenchmarks"]["tasks"]
         }
 
     def irt_params(self) -> str:
@@ -204,10 +200,10 @@ class Layout:
 
     def paloma_slices(self) -> dict[str, str]:
         """Every slice's documents, in the order of the tables."""
-        section = self.config["evaluation"]["paloma"]
+        files = self.config["evaluation"]["paloma"]["slice_files"]
         return {
-            name: self.configured_or_download(section["slice_files"], name, f"resources/paloma/{name}.jsonl")
-            for name in section["slices"]
+            name: self.configured_or_download(files and files[name], f"resources/paloma/{name}.jsonl")
+            for name in self.config["evaluation"]["paloma"]["slices"]
         }
 
     def ssot_release_prompts(self) -> str | None:
@@ -216,7 +212,7 @@ class Layout:
         if self.protocol["ssot_prompt"] != "release":
             return None
         configured = self.config["evaluation"]["ssot"]["release_prompts_file"]
-        return str(cache_path(SSOT_PROMPTS, "resources")) if configured is None else self.workflow_file(configured)
+        return self.configured_or_download(configured, cache_path(SSOT_PROMPTS, "resources"))
 
     def structured_metrics(self, split: str) -> list[str]:
         """metrics.json of every model and condition on one split, in the order of `structured_runs`."""

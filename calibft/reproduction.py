@@ -28,7 +28,7 @@ import pandas as pd
 
 from calibft.artifacts.figures import plt, save_figure
 from calibft.artifacts.registry import Artifact
-from calibft.artifacts.tables import Table, write_table
+from calibft.artifacts.tables import Table, flat_names, write_table
 from calibft.provenance import cpu_pins, git_state, package_versions
 from calibft.reference import ReferenceCell, is_value_column
 
@@ -84,7 +84,7 @@ def cells(frame: pd.DataFrame, intervals: pd.DataFrame | None = None) -> pd.Data
 def table_cells(table: Table) -> pd.DataFrame:
     """`cells` of a rendered table, with its intervals."""
     frame = table.frame.copy()
-    frame.columns = [" / ".join(p for p in (c if isinstance(c, tuple) else (c,)) if p) for c in frame.columns]
+    frame.columns = flat_names(table.frame)
     return cells(frame, table.intervals)
 
 
@@ -146,12 +146,12 @@ def verdict_counts(comparisons: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return counts.reset_index()
 
 
-def scatter(comparison: pd.DataFrame, title: str, groups: Sequence[str] | None = None):
+def scatter(comparison: pd.DataFrame, title: str):
     """Ours against the reference, one panel per column group (the metric), our intervals as error bars and
     the colour of each point its verdict; the diagonal is agreement."""
     shown = comparison[comparison["reference_value"].notna() & comparison["ours"].notna()]
     group_of = shown["column"].str.rsplit(" / ", n=1).str[0]
-    groups = list(dict.fromkeys(group_of)) if groups is None else list(groups)
+    groups = list(dict.fromkeys(group_of))
     figure, axes = plt.subplots(1, max(len(groups), 1), figsize=(3.2 * max(len(groups), 1), 3.2), squeeze=False)
     colors = {"within": "tab:green", "outside": "tab:red", "no interval": "tab:gray"}
     for ax, group in zip(axes[0], groups, strict=False):
@@ -183,7 +183,7 @@ def comparison_table(comparison: pd.DataFrame, row: Artifact, reference: str) ->
     """A table's comparison as a table of its own, named after the table (under results/reproduction/)."""
     caption = (
         f"{row.label or row.name} against {reference}: the reference's number as printed, ours, our interval, the "
-        "difference and the verdict (within: the reference lies in our interval widened by its rounding)."
+        "difference and the verdict (within: the reference lies in our interval widened by its tolerance)."
     )
     formats = {name: ".6g" for name in ("reference_value", "tolerance", "ours", "low", "high", "difference")}
     return Table(comparison, row.label, caption, formats=formats, wide=True, font_size="scriptsize")

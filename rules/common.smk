@@ -4,8 +4,8 @@ import os
 import re
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
-import yaml
 from snakemake.utils import validate
 
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
@@ -33,6 +33,7 @@ from calibft.assets import (  # noqa: E402
 )
 from calibft.config import check_config, hub_checkpoints, tokenizer_source  # noqa: E402
 from calibft.evals.tinybench_tasks import TASKS as TINYBENCH_TASKS  # noqa: E402
+from calibft.grid import SPLITS  # noqa: E402
 from calibft.jobs import (  # noqa: E402
     GenerationJob,
     MCQJob,
@@ -43,7 +44,7 @@ from calibft.jobs import (  # noqa: E402
     TinyBenchJob,
     TrainJob,
 )
-from calibft.layout import SPLITS, Layout  # noqa: E402
+from calibft.layout import Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
 from calibft.reference import compared_rows, read_csv  # noqa: E402
 
@@ -412,7 +413,7 @@ def structured_outputs():
 
 # The reproduction report (calibft.reproduction): each compared table against the configured reference.
 REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
-REFERENCE_CELLS = list(read_csv(open(REFERENCE).read()))
+REFERENCE_CELLS = list(read_csv(Path(REFERENCE).read_text()))
 REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
 
 
@@ -435,5 +436,5 @@ def noveltybench_qualitative_tables(wildcards):
         return []
     cases = checkpoints.noveltybench_qualitative_cases.get().output[0]
     (row,) = [row for row in ARTIFACTS if row.chosen]
-    names = [case["name"] for case in json.loads(open(cases).read())]
+    names = [case["name"] for case in json.loads(Path(cases).read_text())]
     return [out(path) for name in names for path in row.files(name)]

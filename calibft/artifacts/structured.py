@@ -76,22 +76,28 @@ def _check(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> M
     return run
 
 
+def _per_run(
+    metrics: Metrics,
+    split: str,
+    conditions: Sequence[str],
+    evaluation: str,
+    read: Callable[[Mapping[str, Any]], Any],
+    missing: Any,
+    dtype: type,
+) -> pd.DataFrame:
+    """models × conditions: `read` of each run (checked to be `evaluation` of `split`), `missing` where not run."""
+    rows = {}
+    for model, runs in metrics.items():
+        checked = {c: _check(runs[c], split, evaluation, f"{model}/{c}") for c in conditions if runs.get(c) is not None}
+        rows[model] = [read(checked[c]) if c in checked else missing for c in conditions]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=dtype)
+
+
 def aggregates(
     metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
 ) -> pd.DataFrame:
     """models × conditions: the aggregate `key` of each run; NaN where undefined or not run."""
-    rows = {}
-    for model, runs in metrics.items():
-        row = []
-        for condition in conditions:
-            run = runs.get(condition)
-            if run is None:
-                row.append(math.nan)
-                continue
-            run = _check(run, split, evaluation, f"{model}/{condition}")
-            row.append(number(run["aggregate"][key]))
-        rows[model] = row
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=float)
+    return _per_run(metrics, split, conditions, evaluation, lambda run: number(run["aggregate"][key]), math.nan, float)
 
 
 def aggregate_intervals(
@@ -99,15 +105,7 @@ def aggregate_intervals(
 ) -> pd.DataFrame:
     """models × conditions: the bootstrap interval [low, high] of each run's aggregate `key` (metrics.json's
     `intervals`); None where the run has none or was not run."""
-    rows = {}
-    for model, runs in metrics.items():
-        row = []
-        for condition in conditions:
-            run = runs.get(condition)
-            run = None if run is None else _check(run, split, evaluation, f"{model}/{condition}")
-            row.append(None if run is None else run.get("intervals", {}).get(key))
-        rows[model] = row
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=object)
+    return _per_run(metrics, split, conditions, evaluation, lambda run: run.get("intervals", {}).get(key), None, object)
 
 
 def valid_values(path: str | Path) -> dict[str, np.ndarray]:
@@ -293,23 +291,15 @@ def ssot_table(
     check_choice("split", split, SPLITS)
     models = list(metrics)
     ssot = _ssot_runs(ssot_metrics, models)
-    w1, valid = (
-        pd.concat(
-            [aggregates(metrics, key, split, conditions), aggregates(ssot, key, split, ["ssot"], evaluation="ssot")],
-            axis=1,
-        )
-        for key in ("w1_norm", "valid_rate")
-    )
-    intervals = {
-        group: pd.concat(
-            [
-                aggregate_intervals(metrics, key, split, conditions),
-                aggregate_intervals(ssot, key, split, ["ssot"], evaluation="ssot"),
-            ],
-            axis=1,
-        )
-        for group, key in ((W1_GROUP[split], "w1_norm"), (VALID_GROUP, "valid_rate"))
-    }
+
+    def with_ssot(of: Callable[..., pd.DataFrame], key: str) -> pd.DataFrame:
+        """`of` (aggregates or their intervals) of `conditions`, then of the SSOT baseline."""
+        ours, baseline = of(metrics, key, split, conditions), of(ssot, key, split, ["ssot"], evaluation="ssot")
+        return pd.concat([ours, baseline], axis=1)
+
+    keys = {W1_GROUP[split]: "w1_norm", VALID_GROUP: "valid_rate"}
+    w1, valid = (with_ssot(aggregates, key) for key in keys.values())
+    intervals = {group: with_ssot(aggregate_intervals, key) for group, key in keys.items()}
     what, _ = _split_text(split, metrics)
     samples = _samples_text([runs["ssot"] for runs in ssot.values() if "ssot" in runs])
     names = ", ".join(condition_titles.get(c, c) for c in conditions)

@@ -135,7 +135,8 @@ def _header_levels(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return [(str(top), str(sub)) for top, sub in frame.columns]
 
 
-def _flat_names(frame: pd.DataFrame) -> list[str]:
+def flat_names(frame: pd.DataFrame) -> list[str]:
+    """The column names as the `.csv` and `.md` write them: a group and its column joined by " / "."""
     return [" / ".join(part for part in pair if part) for pair in _header_levels(frame)]
 
 
@@ -166,7 +167,7 @@ def _bold(table: Table) -> np.ndarray:
 def to_csv(table: Table) -> str:
     """Every value as stored (floats at full precision), one header row (two-level headers joined)."""
     frame = table.frame.copy()
-    frame.columns = _flat_names(frame)
+    frame.columns = flat_names(frame)
     return frame.to_csv(index=False, lineterminator="\n")
 
 
@@ -181,7 +182,7 @@ def to_markdown(table: Table) -> str:
     """A GitHub markdown table: header, alignment row, one line per row."""
     frame, bold = table.frame, _bold(table)
     code = {i for i, column in enumerate(frame.columns) if column in table.code}
-    header = [_md_escape(name) for name in _flat_names(frame)]
+    header = [_md_escape(name) for name in flat_names(frame)]
     align = ["---:" if _is_number_column(frame.iloc[:, i]) else ":---" for i in range(frame.shape[1])]
     lines = [_md_row(header), _md_row(align)]
     for r, row in enumerate(_cells(table)):
