@@ -8,7 +8,7 @@ For each feature set, seed and step cap, runs the profile (`snakemake --profile 
 scratch folder up to the structured evaluation of every model of the profile's config, base and both
 adapters, on every split of `evaluation.structured.splits`, with the tables of those runs, of the SSOT
 baseline and of the ablations (a recorded reference's tolerances come from them, docs/reproduction.md). The
-seed is the config's `seed` and, for a model that the workflow initializes (one listed under `tiny_models`),
+seed is the config's one `seeds` entry and, for a model that the workflow initializes (one listed under `tiny_models`),
 that model's seed; a step cap sets `max_steps` of every recipe (without --max-steps, the config's own caps).
 `native` runs with the CPU's own kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET).
 A folder whose results are complete is only checked by Snakemake, so a sweep can be extended run by run.
@@ -60,9 +60,9 @@ def profile_config(profile: str) -> dict:
 
 
 def run_config(config: dict, seed: int, max_steps: int | None) -> dict:
-    """`config` with its seed (and its initialized models' seeds) set to `seed`, and every recipe's step cap."""
+    """`config` with its one seed (and its initialized models' seeds) set to `seed`, and every recipe's step cap."""
     config = json.loads(json.dumps(config))  # a deep copy
-    config["seed"] = seed
+    config["seeds"] = [seed]
     for name in config["models"]:
         if name in config.get("tiny_models", {}):
             config["tiny_models"][name]["seed"] = seed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -47,16 +47,34 @@ def evaluation_timings(benchmarks: Path, evaluation: str, conditions: Iterable[s
 
 
 def stage_costs(
-    benchmarks: str | Path,
+    benchmarks: Sequence[str | Path],
     train_runs: Iterable[tuple[str, str]],
     objective: Mapping[str, str],
     gpus: Mapping[str, int],
     conditions: Iterable[str],
 ) -> list[dict]:
-    """One row per stage: its name, unit, our figure and the number of timed jobs. `train_runs` are the final
-    (model, recipe) runs, `objective[recipe]` soft or hard, `gpus[model]` its training GPUs; the evaluations
-    count the jobs of the final `conditions` (base and the final recipes), as the paper's final evaluation."""
-    conditions, train_runs, benchmarks = list(conditions), list(train_runs), Path(benchmarks)
+    """One row per stage: its name, unit, our figure and the number of timed jobs. `benchmarks` are the timing
+    folders of each seed's runs; `train_runs` the final (model, recipe) runs, `objective[recipe]` soft or hard,
+    `gpus[model]` its training GPUs; the evaluations count the jobs of the final `conditions` (base and the final
+    recipes), as the paper's final evaluation. With several seeds a stage's figure is the mean of the seeds'
+    (the paper states one seed's runs) and `runs` counts the jobs of every seed."""
+    per_seed = [_seed_costs(Path(folder), list(train_runs), objective, gpus, list(conditions)) for folder in benchmarks]
+    rows = []
+    for stage_rows in zip(*per_seed, strict=True):
+        timed = [row["ours"] for row in stage_rows if row["runs"]]
+        ours = sum(timed) / len(timed) if timed else math.nan
+        rows.append({**stage_rows[0], "ours": ours, "runs": sum(row["runs"] for row in stage_rows)})
+    return rows
+
+
+def _seed_costs(
+    benchmarks: Path,
+    train_runs: list[tuple[str, str]],
+    objective: Mapping[str, str],
+    gpus: Mapping[str, int],
+    conditions: list[str],
+) -> list[dict]:
+    """`stage_costs` of one seed's timings."""
     rows = []
     for kind in ("soft", "hard"):
         runs = [

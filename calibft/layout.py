@@ -7,13 +7,17 @@ does not import torch: the workflow reads it to plan.
     layout = Layout(config, basedir="/path/to/calibration-finetuning")
     layout.eval_folder("qwen3_8b", "soft", "structured", "unseen")
     # 'results/eval/qwen3_8b/soft/structured/unseen'
+
+With several `seeds` the runs of each seed (adapters, evaluations, their checkpoints) live under
+`results/seeds/{seed}/`: `layout.seeded(12).eval_folder(...)` is `results/seeds/12/eval/...`, and a layout that
+names no seed refuses to say where a run is. With one seed they keep their plain paths.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -25,10 +29,41 @@ from calibft.protocol import protocol_root, resolve
 @dataclass(frozen=True)
 class Layout:
     """The runs and paths of `config`; `basedir` is the workflow's folder, where the config's relative files are
-    (the demo's fixtures)."""
+    (the demo's fixtures). `seed`: the seed whose runs the paths are of (`seeded`); None with one seed."""
 
     config: Mapping[str, Any]
     basedir: str
+    seed: int | None = None
+
+    # ----- the seeds -----
+
+    @cached_property
+    def seeds(self) -> list[int]:
+        return list(self.config["seeds"])
+
+    def seeded(self, seed: int) -> Layout:
+        """The layout of one seed's runs."""
+        if seed not in self.seeds:
+            raise ValueError(f"seed {seed} is not one of the config's seeds {self.seeds}")
+        return replace(self, seed=seed)
+
+    def per_seed(self) -> list[Layout]:
+        """The layout of each seed's runs, in the config's order."""
+        return [self.seeded(seed) for seed in self.seeds]
+
+    @cached_property
+    def run_seed(self) -> int:
+        """The seed of this layout's training runs and evaluations."""
+        if self.seed is not None:
+            return self.seed
+        if len(self.seeds) > 1:
+            raise ValueError(f"the config has several seeds {self.seeds}: take one seed's layout (Layout.seeded)")
+        return self.seeds[0]
+
+    @cached_property
+    def run_root(self) -> str:
+        """Where this seed's adapters and evaluations go: the root, or `{root}/seeds/{seed}` with several seeds."""
+        return self.root if len(self.seeds) == 1 else f"{self.root}/seeds/{self.run_seed}"
 
     # ----- the runs, in table order -----
 
@@ -76,7 +111,8 @@ class Layout:
         return resolve(self.config["protocol"])
 
     def out(self, path: str) -> str:
-        """A result of the protocol (adapters, evaluations, tables, figures); the data layer is shared."""
+        """A result of the protocol that every seed shares (tables, figures, the reproduction report); the data
+        layer is shared by every protocol."""
         return f"{self.root}/{path}"
 
     def workflow_file(self, path: str) -> str:
@@ -128,10 +164,10 @@ class Layout:
     # training
     def adapter_folder(self, model: str, recipe: str) -> str:
         """A recipe's adapter of a model, with its training log and run.json."""
-        return self.out(f"adapters/{model}/{recipe}")
+        return f"{self.run_root}/adapters/{model}/{recipe}"
 
     def train_checkpoints(self, model: str, recipe: str) -> str:
-        return self.out(f"checkpoints/{model}/{recipe}")
+        return f"{self.run_root}/checkpoints/{model}/{recipe}"
 
     def train_data(self, model: str, recipe: str) -> str:
         """Soft recipes train on their space's trie, hard recipes sample their space's strings."""
@@ -146,12 +182,12 @@ class Layout:
 
     # evaluations
     def eval_folder(self, model: str, cond: str, evaluation: str, *parts: str) -> str:
-        """{root}/eval/{model}/{condition}/{evaluation}/{parts}: an evaluation's outputs."""
-        return "/".join([self.root, "eval", model, cond, evaluation, *parts])
+        """{run root}/eval/{model}/{condition}/{evaluation}/{parts}: an evaluation's outputs."""
+        return "/".join([self.run_root, "eval", model, cond, evaluation, *parts])
 
     def eval_checkpoints(self, model: str, cond: str, evaluation: str, *parts: str) -> str:
         """The per-prompt results of an interrupted evaluation, kept until it ends."""
-        return "/".join([self.root, "checkpoints", "eval", model, cond, evaluation, *parts])
+        return "/".join([self.run_root, "checkpoints", "eval", model, cond, evaluation, *parts])
 
     def eval_files(self, evaluation: str, name: str) -> list[str]:
         """A file of every model and condition's run of an evaluation, in table order."""

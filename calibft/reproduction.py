@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +28,7 @@ import pandas as pd
 
 from calibft.artifacts.figures import plt, save_figure
 from calibft.artifacts.registry import Artifact
+from calibft.artifacts.seed_tables import render_artifact
 from calibft.artifacts.tables import Table, flat_names, write_table
 from calibft.provenance import cpu_pins, git_state, package_versions
 from calibft.reference import ReferenceCell, is_value_column
@@ -191,16 +192,17 @@ def comparison_table(comparison: pd.DataFrame, row: Artifact, reference: str) ->
 
 def reproduce(
     row: Artifact,
-    inputs: dict[str, list[str]],
+    per_seed: Sequence[Mapping[str, Sequence[str]]],
     settings: dict,
     reference: Sequence[ReferenceCell],
     source: str,
     protocol: str,
     directory: str | Path,
 ) -> list[Path]:
-    """Render the table of `row` as rule `table` does, compare it with its reference cells, and write the
-    comparison (`.csv`, `.md`, `.tex`) and its scatter (`.pdf`, `.png`) under `directory`."""
-    table = row.render_function()(inputs, settings)
+    """Render the table of `row` as rule `table` does (from the inputs of each seed it shows), compare it with its
+    reference cells, and write the comparison (`.csv`, `.md`, `.tex`) and its scatter (`.pdf`, `.png`) under
+    `directory`."""
+    table = render_artifact(row, per_seed, settings)
     cells = [cell for cell in reference if cell.artifact == row.name]
     comparison = compare(cells, table_cells(table), protocol)
     written = write_table(comparison_table(comparison, row, source), directory)

@@ -65,18 +65,42 @@ _LOGS = (
 )
 
 
+# With several seeds, each seed's training runs and evaluations go under seeds/{seed}/ of the results and of
+# the logs; the tables show the mean and spread over seeds (calibft.artifacts.seed_tables).
+SEEDED = "" if len(LAYOUT.seeds) == 1 else "seeds/{seed}/"
+
+
 def out(path):
     """A result of the protocol: results/{path}, or results/protocols/{name}/{path}."""
     return LAYOUT.out(path)
+
+
+def run_out(path):
+    """A result of one seed's runs (adapters, evaluations): `out(path)`, under seeds/{seed}/ with several."""
+    return out(SEEDED + path)
 
 
 def out_log(path):
     return f"{_LOGS}/{path}"
 
 
+def run_log(path):
+    return out_log(SEEDED + path)
+
+
 def out_benchmark(path):
     """Snakemake's timing of a heavy job (`benchmark:`), beside the logs."""
     return f"{_LOGS}/benchmarks/{path}"
+
+
+def run_benchmark(path):
+    return out_benchmark(SEEDED + path)
+
+
+def run_layout(wildcards):
+    """The layout of the seed in a job's wildcards; LAYOUT where the config has one seed (no seed wildcard)."""
+    seed = dict(wildcards.items()).get("seed")
+    return LAYOUT if seed is None else LAYOUT.seeded(int(seed))
 
 
 CONDITIONS = LAYOUT.conditions
@@ -89,6 +113,7 @@ GRANULARITY = config["grid_granularity"]
 
 
 wildcard_constraints:
+    seed="|".join(map(str, LAYOUT.seeds)),
     split="|".join(SPLITS),
     space="|".join(config["output_spaces"]),
     tokenizer="|".join(config["tokenizers"]),
@@ -188,16 +213,21 @@ def job_params(build):
     the wildcards, as JSON. A function of the wildcards only, so that Snakemake records the resolved job
     and reruns the job when the config changes it (a function of input or output is not recorded).
     """
-    return lambda wildcards: json.dumps(
-        asdict(build(LAYOUT, **dict(wildcards.items())))
-    )
+
+    def job(wildcards):
+        named = {key: value for key, value in wildcards.items() if key != "seed"}
+        return json.dumps(asdict(build(run_layout(wildcards), **named)))
+
+    return job
 
 
 def adapter_outputs(runs=None):
-    """The run.json of these (model, recipe) runs; by default every adapter."""
+    """The run.json of these (model, recipe) runs of every seed; by default every adapter."""
     runs = runs or LAYOUT.training_runs
     return [
-        f"{LAYOUT.adapter_folder(model, recipe)}/run.json" for model, recipe in runs
+        f"{layout.adapter_folder(model, recipe)}/run.json"
+        for layout in LAYOUT.per_seed()
+        for model, recipe in runs
     ]
 
 
@@ -259,9 +289,8 @@ def adapter_files(wildcards):
     """The adapter of a fine-tuned condition; nothing for the base model."""
     if wildcards.cond == "base":
         return []
-    return (
-        f"{LAYOUT.adapter_folder(wildcards.model, wildcards.cond)}/adapter_config.json"
-    )
+    folder = run_layout(wildcards).adapter_folder(wildcards.model, wildcards.cond)
+    return f"{folder}/adapter_config.json"
 
 
 def structured_tries(wildcards):
@@ -330,23 +359,28 @@ def paloma_dataset(wildcards):
 
 
 def eval_outputs():
-    """Every evaluation: structured sampling, SSOT, open-ended generation, MCQ, NoveltyBench, TinyBenchmarks
-    and PALOMA."""
+    """Every evaluation of every seed: structured sampling, SSOT, open-ended generation, MCQ, NoveltyBench,
+    TinyBenchmarks and PALOMA."""
+    return [path for layout in LAYOUT.per_seed() for path in seed_eval_outputs(layout)]
+
+
+def seed_eval_outputs(layout):
+    """The evaluations of one seed's layout."""
     structured = [
         path
         for split in STRUCTURED["splits"]
-        for path in LAYOUT.structured_metrics(split) + LAYOUT.ssot_metrics(split)
+        for path in layout.structured_metrics(split) + layout.ssot_metrics(split)
     ]
     structured += [
         path
         for split in STRUCTURED["splits"]
         for objective in ("soft", "hard")
-        for path in LAYOUT.ablation_metrics(objective, split)
+        for path in layout.ablation_metrics(objective, split)
         if path not in structured
     ]
     noveltybench = [
         path.replace("scores.jsonl", "summary.json")
-        for path in LAYOUT.noveltybench_scores()
+        for path in layout.noveltybench_scores()
     ]
     files = [
         ("open_ended", "metrics.json"),
@@ -354,7 +388,7 @@ def eval_outputs():
         ("tinybench", "summary.json"),
         ("paloma", "summary.json"),
     ]
-    others = [path for name in files for path in LAYOUT.eval_files(*name)]
+    others = [path for name in files for path in layout.eval_files(*name)]
     return structured + noveltybench + others
 
 
@@ -404,8 +438,9 @@ def structured_outputs():
     """
     metrics = [
         path
+        for layout in LAYOUT.per_seed()
         for split in STRUCTURED["splits"]
-        for path in LAYOUT.structured_metrics(split)
+        for path in layout.structured_metrics(split)
     ]
     adapters = adapter_outputs(LAYOUT.main_runs)
     return adapters + metrics + artifact_files(structured_only=True)
@@ -423,7 +458,8 @@ def reproduction_files():
 
 
 def noveltybench_curated_scores(wildcards):
-    return LAYOUT.noveltybench_curated_scores()
+    """The first seed's: a qualitative table shows one run's generations."""
+    return LAYOUT.per_seed()[0].noveltybench_curated_scores()
 
 
 def noveltybench_qualitative_tables(wildcards):

@@ -4,13 +4,13 @@ rule structured_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples=out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
-        logit_kl=out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
-        metrics=out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
+        samples=run_out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
+        logit_kl=run_out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
+        metrics=run_out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
     log:
-        out_log("eval/{model}/{cond}/structured/{eval_split}.log"),
+        run_log("eval/{model}/{cond}/structured/{eval_split}.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
+        run_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -27,12 +27,12 @@ rule ssot_eval:
         prompts=ssot_prompts_files,
         model=model_files,
     output:
-        samples=out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
-        metrics=out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
+        samples=run_out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
+        metrics=run_out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
     log:
-        out_log("eval/{model}/base/ssot/{eval_split}.log"),
+        run_log("eval/{model}/base/ssot/{eval_split}.log"),
     benchmark:
-        out_benchmark("eval/{model}/base/ssot/{eval_split}.tsv")
+        run_benchmark("eval/{model}/base/ssot/{eval_split}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -50,13 +50,13 @@ rule open_ended_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples=out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
-        support=out("eval/{model}/{cond}/open_ended/support.jsonl"),
-        metrics=out("eval/{model}/{cond}/open_ended/metrics.json"),
+        samples=run_out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
+        support=run_out("eval/{model}/{cond}/open_ended/support.jsonl"),
+        metrics=run_out("eval/{model}/{cond}/open_ended/metrics.json"),
     log:
-        out_log("eval/{model}/{cond}/open_ended.log"),
+        run_log("eval/{model}/{cond}/open_ended.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/open_ended.tsv")
+        run_benchmark("eval/{model}/{cond}/open_ended.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -73,12 +73,12 @@ rule mcq_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations=out("eval/{model}/{cond}/mcq/generations.jsonl.gz"),
-        metrics=out("eval/{model}/{cond}/mcq/metrics.json"),
+        generations=run_out("eval/{model}/{cond}/mcq/generations.jsonl.gz"),
+        metrics=run_out("eval/{model}/{cond}/mcq/metrics.json"),
     log:
-        out_log("eval/{model}/{cond}/mcq.log"),
+        run_log("eval/{model}/{cond}/mcq.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/mcq.tsv")
+        run_benchmark("eval/{model}/{cond}/mcq.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -96,13 +96,13 @@ rule noveltybench_generate:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations=out(
+        generations=run_out(
             "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
         ),
     log:
-        out_log("eval/{model}/{cond}/noveltybench/{nb_split}_generate.log"),
+        run_log("eval/{model}/{cond}/noveltybench/{nb_split}_generate.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv")
+        run_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -116,18 +116,20 @@ rule noveltybench_generate:
 
 rule noveltybench_score:
     input:
-        generations=out(
+        generations=run_out(
             "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
         ),
         evaluators=evaluator_folders,
     output:
-        partitions=out("eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl"),
-        scores=out("eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl"),
-        summary=out("eval/{model}/{cond}/noveltybench/{nb_split}/summary.json"),
+        partitions=run_out(
+            "eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl"
+        ),
+        scores=run_out("eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl"),
+        summary=run_out("eval/{model}/{cond}/noveltybench/{nb_split}/summary.json"),
     log:
-        out_log("eval/{model}/{cond}/noveltybench/{nb_split}_score.log"),
+        run_log("eval/{model}/{cond}/noveltybench/{nb_split}_score.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_score.tsv")
+        run_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_score.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: scoring_resource("cpus")
@@ -145,15 +147,16 @@ rule tinybench_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        summary=out("eval/{model}/{cond}/tinybench/summary.json"),
+        summary=run_out("eval/{model}/{cond}/tinybench/summary.json"),
         scores=expand(
-            out("eval/{{model}}/{{cond}}/tinybench/{task}/scores.json"),
+            run_out("eval/{model}/{cond}/tinybench/{task}/scores.json"),
             task=TINYBENCH["tasks"],
+            allow_missing=True,
         ),
     log:
-        out_log("eval/{model}/{cond}/tinybench.log"),
+        run_log("eval/{model}/{cond}/tinybench.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/tinybench.tsv")
+        run_benchmark("eval/{model}/{cond}/tinybench.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -171,12 +174,12 @@ rule paloma_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        documents=out("eval/{model}/{cond}/paloma/documents.jsonl.gz"),
-        summary=out("eval/{model}/{cond}/paloma/summary.json"),
+        documents=run_out("eval/{model}/{cond}/paloma/documents.jsonl.gz"),
+        summary=run_out("eval/{model}/{cond}/paloma/summary.json"),
     log:
-        out_log("eval/{model}/{cond}/paloma.log"),
+        run_log("eval/{model}/{cond}/paloma.log"),
     benchmark:
-        out_benchmark("eval/{model}/{cond}/paloma.tsv")
+        run_benchmark("eval/{model}/{cond}/paloma.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")

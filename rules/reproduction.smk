@@ -64,7 +64,7 @@ rule compute_report:
     conda:
         "../envs/calibft.yaml"
     params:
-        benchmarks=out_benchmark(""),
+        benchmarks=[out_benchmark(SEEDED.format(seed=seed)) for seed in LAYOUT.seeds],
         train_runs=LAYOUT.main_runs,
         objective={
             name: recipe["objective"] for name, recipe in config["recipes"].items()

@@ -5,16 +5,16 @@ rule train:
         model=model_files,
     output:
         adapter=multiext(
-            out("adapters/{model}/{recipe}/"),
+            run_out("adapters/{model}/{recipe}/"),
             "adapter_config.json",
             "adapter_model.safetensors",
         ),
-        log=out("adapters/{model}/{recipe}/train_log.jsonl"),
-        run=out("adapters/{model}/{recipe}/run.json"),
+        log=run_out("adapters/{model}/{recipe}/train_log.jsonl"),
+        run=run_out("adapters/{model}/{recipe}/run.json"),
     log:
-        out_log("train/{model}/{recipe}.log"),
+        run_log("train/{model}/{recipe}.log"),
     benchmark:
-        out_benchmark("train/{model}/{recipe}.tsv")
+        run_benchmark("train/{model}/{recipe}.tsv")
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus")

@@ -27,9 +27,8 @@ def test_stages_sum_the_timed_jobs_of_the_final_runs(tmp_path):
     timing(tmp_path / "eval/a/hard/mcq.tsv", 36)
     runs = [("a", "soft"), ("b", "soft"), ("a", "hard")]
     objective = {"soft": "soft", "hard": "hard", "soft_d2": "soft"}
-    rows = {
-        row["stage"]: row for row in stage_costs(tmp_path, runs, objective, {"a": 4, "b": 1}, ["base", "soft", "hard"])
-    }
+    costs = stage_costs([tmp_path], runs, objective, {"a": 4, "b": 1}, ["base", "soft", "hard"])
+    rows = {row["stage"]: row for row in costs}
     assert (rows["training soft"]["ours"], rows["training soft"]["runs"]) == (3.0, 2)
     assert math.isnan(rows["training hard"]["ours"]) and rows["training hard"]["runs"] == 0
     assert (rows["structured sampling"]["ours"], rows["structured sampling"]["runs"]) == (0.75, 2)
@@ -41,3 +40,15 @@ def test_stages_sum_the_timed_jobs_of_the_final_runs(tmp_path):
     frame = compute_table(list(rows.values()), stated, "the paper").frame.set_index("stage")
     assert frame.loc["training soft", "ours / reference"] == pytest.approx(3.0 / 2.6)
     assert math.isnan(frame.loc["PALOMA", "reference"])
+
+
+def test_several_seeds_report_the_mean_of_the_seeds_and_count_every_job(tmp_path):
+    seed_11, seed_12 = tmp_path / "seeds/11", tmp_path / "seeds/12"
+    timing(seed_11 / "train/a/soft.tsv", 3600)
+    timing(seed_12 / "train/a/soft.tsv", 7200)
+    timing(seed_11 / "eval/a/base/mcq.tsv", 360)  # seed 12 has no timed MCQ job: the mean is seed 11's
+    costs = stage_costs([seed_11, seed_12], [("a", "soft")], {"soft": "soft"}, {"a": 2}, ["base"])
+    rows = {row["stage"]: row for row in costs}
+    assert (rows["training soft"]["ours"], rows["training soft"]["runs"]) == (3.0, 2)
+    assert (rows["MCQ generation"]["ours"], rows["MCQ generation"]["runs"]) == (pytest.approx(0.1), 1)
+    assert math.isnan(rows["PALOMA"]["ours"]) and rows["PALOMA"]["runs"] == 0

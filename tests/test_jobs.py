@@ -128,3 +128,26 @@ BUILDS = [
 def test_a_job_survives_its_json(build, wildcards):
     job = build(PAPER, *wildcards)
     assert read_job(type(job), "calibft.x", [json.dumps(asdict(job))]) == job
+
+
+def test_with_several_seeds_each_seeds_jobs_carry_its_seed_and_write_under_it():
+    two = Layout({**PAPER.config, "seeds": [11, 12]}, "/repo")
+    train = TrainJob.from_config(two.seeded(12), model="qwen3_8b", recipe="soft")
+    assert (train.seed, train.out_dir) == (12, "results/seeds/12/adapters/qwen3_8b/soft")
+    assert train.checkpoint_dir == "results/seeds/12/checkpoints/qwen3_8b/soft"
+    assert train.train_data == TrainJob.from_config(PAPER, model="qwen3_8b", recipe="soft").train_data  # shared
+    job = StructuredJob.from_config(two.seeded(11), model="qwen3_8b", cond="soft", eval_split="ood")
+    assert (job.seed, job.adapter) == (11, "results/seeds/11/adapters/qwen3_8b/soft")
+    assert job.out_dir == "results/seeds/11/eval/qwen3_8b/soft/structured/ood"
+    assert job.checkpoint_dir == "results/seeds/11/checkpoints/eval/qwen3_8b/soft/structured/ood"
+    assert [layout.run_seed for layout in two.per_seed()] == [11, 12]
+    with pytest.raises(ValueError, match=r"several seeds \[11, 12\]: take one seed's layout"):
+        two.adapter_folder("qwen3_8b", "soft")
+    with pytest.raises(ValueError, match="seed 13 is not one of the config's seeds"):
+        two.seeded(13)
+
+
+def test_with_one_seed_the_runs_keep_their_plain_paths():
+    job = TrainJob.from_config(PAPER, model="qwen3_8b", recipe="soft")
+    assert (job.seed, job.out_dir) == (11, "results/adapters/qwen3_8b/soft")
+    assert PAPER.seeded(11).eval_folder("qwen3_8b", "base", "mcq") == "results/eval/qwen3_8b/base/mcq"

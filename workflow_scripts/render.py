@@ -1,17 +1,21 @@
-"""Rules table and figure: one artifact of calibft.artifacts.registry, rendered by its row's renderer."""
+"""Rules table and figure: one artifact of calibft.artifacts.registry, rendered by its row's renderer (once per
+seed that it shows, calibft.artifacts.seed_tables)."""
 
 from pathlib import Path
 
 from calibft.artifacts.figures import save_figure
+from calibft.artifacts.inputs import seed_inputs
 from calibft.artifacts.registry import artifact
+from calibft.artifacts.seed_tables import render_artifact
 from calibft.artifacts.tables import write_table
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])
 name = snakemake.wildcards.artifact
 row = artifact(name)
-inputs = {read: list(getattr(snakemake.input, read)) for read in row.reads}
-rendered = row.render_function()(inputs, snakemake.params.settings)
+settings = snakemake.params.settings
+per_seed = seed_inputs(dict(snakemake.input.items()), name, settings["seeds"])
+rendered = render_artifact(row, per_seed, settings)
 directory = Path(snakemake.output[0]).parent
 if row.kind == "table":
     if rendered.name != name:

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from calibft.artifacts.inputs import seed_inputs
 from calibft.artifacts.registry import artifact
 from calibft.reference import read_csv
 from calibft.reproduction import reproduce
@@ -9,9 +10,10 @@ from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])
 row = artifact(snakemake.wildcards.artifact)
-inputs = {read: list(getattr(snakemake.input, read)) for read in row.reads}
+settings = snakemake.params.settings
+per_seed = seed_inputs(dict(snakemake.input.items()), row.name, settings["seeds"])
 reference = list(read_csv(Path(snakemake.input.reference).read_text()))
 source = snakemake.config["reproduction"]["reference"]
 directory = Path(snakemake.output[0]).parent
-written = reproduce(row, inputs, snakemake.params.settings, reference, source, snakemake.params.protocol, directory)
+written = reproduce(row, per_seed, settings, reference, source, snakemake.params.protocol, directory)
 log.info("%s compared with %s: %s", row.name, source, ", ".join(map(str, written)))

@@ -2,13 +2,15 @@
 settings its renderer takes (`calibft.artifacts.registry`).
 
 `RESULT_SETS` gives each result set (the registry's `READS`) its files and the settings it adds; rules `table`
-and `figure` take a job's inputs from `artifact_inputs` and its settings from `artifact_settings`. Importing
+and `figure` take a job's inputs from `artifact_inputs` and its settings from `artifact_settings`. With several
+seeds a table of numbers reads the files of every seed (`artifact_seeds`), named per seed (`input_name`), and
+its renderer runs once per seed (`seed_inputs`); `calibft.artifacts.seed_tables` combines the tables. Importing
 this module does not import torch or matplotlib: the workflow reads it to plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from calibft.artifacts.registry import Artifact, artifact
@@ -95,7 +97,7 @@ def _granularity(layout: Layout, row: Artifact):
 def _tokenizer(layout: Layout, row: Artifact):
     method = layout.config["method_figure"]
     folder = layout.tokenizer_source(method["tokenizer"])
-    return [folder], {"method": method, "tokenizer": folder, "seed": layout.config["seed"]}
+    return [folder], {"method": method, "tokenizer": folder}
 
 
 def _train_logs(layout: Layout, row: Artifact):
@@ -171,18 +173,52 @@ RESULT_SETS: dict[str, ResultSet] = {
 }
 
 
-def artifact_inputs(layout: Layout, name: str) -> dict[str, list[str]]:
-    """The files of each result set that artifact `name` reads."""
-    row = artifact(name)
+def artifact_seeds(layout: Layout, name: str) -> list[int]:
+    """The seeds whose runs artifact `name` shows: every seed for a table of numbers whose files depend on the
+    seed (`Artifact.combines_seeds`), the first seed otherwise."""
+    row, layouts = artifact(name), layout.per_seed()
+    if not row.combines_seeds:
+        return layouts[0].seeds[:1]
+    files = [_files(seeded, row) for seeded in layouts]
+    return [seeded.run_seed for seeded in layouts] if any(f != files[0] for f in files) else layouts[0].seeds[:1]
+
+
+def _files(layout: Layout, row: Artifact) -> dict[str, list[str]]:
     return {read: RESULT_SETS[read](layout, row)[0] for read in row.reads}
+
+
+def input_name(read: str, seed: int, seeds: list[int]) -> str:
+    """The name of a result set's files among a job's inputs: the result set's, suffixed with the seed where
+    the artifact shows several."""
+    return read if len(seeds) == 1 else f"{read}_seed{seed}"
+
+
+def artifact_inputs(layout: Layout, name: str) -> dict[str, list[str]]:
+    """The files of each result set that artifact `name` reads, of each seed it shows (`input_name`)."""
+    row, seeds = artifact(name), artifact_seeds(layout, name)
+    return {
+        input_name(read, seed, seeds): files
+        for seed in seeds
+        for read, files in _files(layout.seeded(seed), row).items()
+    }
+
+
+def seed_inputs(named: Mapping[str, Sequence[str]], name: str, seeds: list[int]) -> list[dict[str, list[str]]]:
+    """A job's named inputs (`artifact_inputs`) as one mapping of result sets to files per seed, as the
+    artifact's renderer takes them."""
+    reads = artifact(name).reads
+    return [{read: list(named[input_name(read, seed, seeds)]) for read in reads} for seed in seeds]
 
 
 def artifact_settings(layout: Layout, name: str) -> dict[str, Any]:
     """What artifact `name`'s renderer reads of the config: its row's split and options, the runs and titles in
     table order, and what each of its result sets adds."""
     row, config = artifact(name), layout.config
+    seeds = artifact_seeds(layout, name)
+    layout = layout.seeded(seeds[0])  # what a result set adds of the config is the same for every seed
     settings = {
         "name": name,
+        "seeds": seeds,
         "split": row.split,
         "splits": config["evaluation"]["structured"]["splits"],
         "runs": layout.structured_runs(),

@@ -173,4 +173,4 @@ def render_method_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[
     method = settings["method"]
     prompt = select(prompts("train"), [method["prompt"]])[0]
     tokenizer = load_tokenizer(settings["tokenizer"])
-    return method_figure(prompt, tokenizer, method["decimals"], method["max_bins"], seed=settings["seed"])
+    return method_figure(prompt, tokenizer, method["decimals"], method["max_bins"], seed=method["seed"])

@@ -95,6 +95,12 @@ class Artifact:
         """Its files under the results root (of `name`, for a row whose names a run chooses)."""
         return [f"{self.folder}/{name or self.name}.{ext}" for ext in self.extensions]
 
+    @property
+    def combines_seeds(self) -> bool:
+        """With several seeds, a table of numbers shows their mean and spread; a figure, or a table of one run's
+        generations (`chosen`), shows the first seed's runs."""
+        return self.kind == "table" and not self.chosen
+
     def render_function(self) -> Callable[[Mapping[str, list[str]], Mapping[str, Any]], Any]:
         module, function = self.renderer.split(":")
         return getattr(importlib.import_module(module), function)

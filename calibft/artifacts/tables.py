@@ -40,6 +40,9 @@ class Table:
     shaded: one boolean per row, True where the `.tex` shades the row with `shade_color`.
     intervals: a frame of the same shape holding [low, high] where a cell's number has an uncertainty interval,
         None elsewhere; not written to the table's files (the reproduction report reads it).
+    spread: a frame of the same shape holding the standard deviation of a cell's number over seeds (a table
+        over several seeds, `calibft.artifacts.seed_tables`), NaN elsewhere: the `.md` and `.tex` print
+        `mean ± sd`, the `.csv` adds a column `{name} sd` after each column that has one.
     column_format: the `tabular` column specification; by default `l` for text and `r` for number columns.
     wide: a `table*` spanning both columns. font_size: a LaTeX size command without backslash, or None.
     """
@@ -57,6 +60,7 @@ class Table:
     shade_color: str = "black!7"
     missing: str = "---"
     intervals: pd.DataFrame | None = None
+    spread: pd.DataFrame | None = None
 
     def __post_init__(self):
         table_name(self.label)
@@ -66,8 +70,10 @@ class Table:
             raise ValueError(f"{self.label}: formats/code name unknown columns {unknown}; columns are {columns}")
         if self.bold is not None and self.bold.shape != self.frame.shape:
             raise ValueError(f"{self.label}: bold has shape {self.bold.shape}, the frame {self.frame.shape}")
-        if self.intervals is not None and self.intervals.shape != self.frame.shape:
-            raise ValueError(f"{self.label}: intervals has shape {self.intervals.shape}, the frame {self.frame.shape}")
+        for name in ("intervals", "spread"):
+            extra = getattr(self, name)
+            if extra is not None and extra.shape != self.frame.shape:
+                raise ValueError(f"{self.label}: {name} has shape {extra.shape}, the frame {self.frame.shape}")
         if self.shaded is not None and len(self.shaded) != len(self.frame):
             raise ValueError(f"{self.label}: shaded has {len(self.shaded)} rows, the frame {len(self.frame)}")
         if self.frame.columns.nlevels > 2:
@@ -145,14 +151,19 @@ def _is_number_column(series: pd.Series) -> bool:
 
 
 def _cells(table: Table) -> list[list[str]]:
+    """The text of every cell: its value, and ` ± sd` where it has a spread over seeds."""
     frame = table.frame
-    return [
-        [
-            cell_text(value, table.formats.get(column), table.missing)
-            for column, value in zip(frame.columns, row, strict=True)
-        ]
-        for row in frame.itertuples(index=False, name=None)
-    ]
+    spread = np.full(frame.shape, np.nan) if table.spread is None else table.spread.to_numpy(dtype=float)
+    rows = []
+    for r, row in enumerate(frame.itertuples(index=False, name=None)):
+        cells = []
+        for c, (column, value) in enumerate(zip(frame.columns, row, strict=True)):
+            text = cell_text(value, table.formats.get(column), table.missing)
+            if not np.isnan(spread[r, c]) and text != table.missing:
+                text += f" ± {cell_text(spread[r, c], table.formats.get(column))}"
+            cells.append(text)
+        rows.append(cells)
+    return rows
 
 
 def _bold(table: Table) -> np.ndarray:
@@ -165,10 +176,14 @@ def _bold(table: Table) -> np.ndarray:
 
 
 def to_csv(table: Table) -> str:
-    """Every value as stored (floats at full precision), one header row (two-level headers joined)."""
-    frame = table.frame.copy()
-    frame.columns = flat_names(frame)
-    return frame.to_csv(index=False, lineterminator="\n")
+    """Every value as stored (floats at full precision), one header row (two-level headers joined); after each
+    column with a spread over seeds, its standard deviations as `{name} sd`."""
+    names, columns = flat_names(table.frame), {}
+    for i, name in enumerate(names):
+        columns[name] = table.frame.iloc[:, i]
+        if table.spread is not None and table.spread.iloc[:, i].notna().any():
+            columns[f"{name} sd"] = table.spread.iloc[:, i].astype(float)
+    return pd.DataFrame(columns).to_csv(index=False, lineterminator="\n")
 
 
 # ---------------------------------------------------------------------------------------------- markdown
@@ -264,7 +279,11 @@ def _one_subscript(run: re.Match) -> str:
 
 
 def _latex_cell(text: str) -> str:
-    """A cell that is one number prints in math mode (a true minus sign, `2 \\times 10^{-4}`)."""
+    """A cell that is one number prints in math mode (a true minus sign, `2 \\times 10^{-4}`), and so do both
+    numbers of `mean ± sd`."""
+    if " ± " in text:
+        mean, sd = text.split(" ± ", 1)
+        return f"{_latex_cell(mean)} \\ensuremath{{\\pm}} {_latex_cell(sd)}"
     match = _NUMBER.fullmatch(text)
     if match is None:
         return latex_escape(text)

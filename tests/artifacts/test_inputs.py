@@ -6,7 +6,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from calibft.artifacts.inputs import artifact_inputs, artifact_settings, qualitative_panels
+from calibft.artifacts.inputs import artifact_inputs, artifact_seeds, artifact_settings, qualitative_panels, seed_inputs
 from calibft.artifacts.registry import planned, where
 from calibft.layout import Layout
 
@@ -68,3 +68,24 @@ def test_an_ablation_table_reads_its_recipes_of_the_ablation_models(objective):
     files = artifact_inputs(PAPER, row.name)["ablation"]
     assert len(files) == 2 * 2 * len(recipes)  # splits x models x recipes
     assert files[0] == f"results/eval/qwen3_14b/{recipes[0]}/structured/unseen/metrics.json"
+
+
+TWO_SEEDS = Layout({**PAPER.config, "seeds": [11, 12]}, str(REPO))
+
+
+def test_with_two_seeds_a_results_table_reads_each_seeds_runs_under_its_own_name():
+    assert artifact_seeds(TWO_SEEDS, "main_ood") == [11, 12]
+    inputs = artifact_inputs(TWO_SEEDS, "main_ood")
+    assert list(inputs) == ["structured_seed11", "structured_seed12"]
+    assert inputs["structured_seed12"][0] == "results/seeds/12/eval/qwen3_0p6b/base/structured/ood/metrics.json"
+    per_seed = seed_inputs(inputs, "main_ood", [11, 12])
+    assert [list(files) for files in per_seed] == [["structured"], ["structured"]]
+    assert per_seed[0]["structured"] == [path.replace("/12/", "/11/") for path in per_seed[1]["structured"]]
+    assert artifact_settings(TWO_SEEDS, "main_ood")["seeds"] == [11, 12]
+
+
+@pytest.mark.parametrize("name", ["shared_hyperparams", "main_structured_sampling", "training_curves"])
+def test_with_two_seeds_a_config_table_and_the_figures_read_one_seed(name):
+    seeds = artifact_seeds(TWO_SEEDS, name)
+    assert seeds == [11] and artifact_settings(TWO_SEEDS, name)["seeds"] == seeds
+    assert list(artifact_inputs(TWO_SEEDS, name)) == list(where(name=name)[0].reads)

@@ -206,6 +206,35 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
         assert f"rule {asset}:" not in result.stdout, asset
 
 
+RUN_RULES = {"train", "structured_eval", "ssot_eval", "open_ended_eval", "mcq_eval", "noveltybench_generate"}
+RUN_RULES |= {"noveltybench_score", "tinybench_eval", "paloma_eval"}
+
+
+def test_two_seeds_plan_every_training_and_evaluation_once_per_seed(tmp_path):
+    """With `seeds: [11, 12]` each run goes under results/seeds/{seed}/ with its seed in its job; the data
+    layer, the tables and the figures are planned once."""
+    (tmp_path / "seeds.yaml").write_text("seeds: [11, 12]\n")
+    one = snakemake("-n", "--forceall", "--profile", "profiles/demo")
+    two = snakemake(
+        "-n", "--forceall", "--profile", "profiles/demo", "--configfile", "profiles/demo/demo.yaml",
+        str(tmp_path / "seeds.yaml"),
+    )  # fmt: skip
+    assert one.returncode == 0 and two.returncode == 0, two.stderr[-2000:]
+    once, twice = job_counts(one.stdout), job_counts(two.stdout)
+    assert {rule: twice[rule] for rule in RUN_RULES} == {rule: 2 * once[rule] for rule in RUN_RULES}
+    shared = set(once) - RUN_RULES - {"total"}
+    assert {rule: twice[rule] for rule in shared} == {rule: once[rule] for rule in shared}
+    trained = re.findall(r"output: results/seeds/(\d+)/adapters/tiny/(\w+)/adapter_config.json", two.stdout)
+    recipes = {recipe for _, recipe in trained}
+    assert len(recipes) == once["train"] and sorted(trained) == sorted((s, r) for s in ("11", "12") for r in recipes)
+    jobs = re.findall(r"python -m calibft\.train '(\{.*\})'", two.stdout)
+    assert sorted((job["seed"], job["out_dir"]) for job in map(json.loads, jobs)) == sorted(
+        (int(seed), f"results/seeds/{seed}/adapters/tiny/{recipe}") for seed, recipe in trained
+    )
+    assert "results/seeds/12/eval/tiny/soft/structured/ood/metrics.json" in two.stdout
+    assert "output: results/tables/main_ood.tex" in two.stdout and "results/seeds/11/tables" not in two.stdout
+
+
 def _config_with(tmp_path: Path, edit) -> Path:
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     edit(config)
