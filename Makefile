@@ -63,3 +63,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/data_layer.py
 	$(BIN)/python benchmarks/train_step.py
 	$(BIN)/python benchmarks/sampling.py
+	$(BIN)/python benchmarks/gpirt_bootstrap.py

@@ -1,13 +1,14 @@
 """A profile's structured outcomes over seeds, CPU feature sets and training step caps.
 
-    python benchmarks/structured_spread.py demo [--seeds 11 12 13] [--feature-sets native avx2]
+    python benchmarks/structured_spread.py demo [--seeds 11 12 13] [--feature-sets native avx2] [--every-table]
     python benchmarks/structured_spread.py mini --seeds 11 12 13 --feature-sets native
     python benchmarks/structured_spread.py mini --seeds 11 --feature-sets native --max-steps 30 60 120
 
 For each feature set, seed and step cap, runs the profile (`snakemake --profile profiles/PROFILE`) in its own
 scratch folder up to the structured evaluation of every model of the profile's config, base and both
 adapters, on every split of `evaluation.structured.splits`, with the tables of those runs, of the SSOT
-baseline and of the ablations (a recorded reference's tolerances come from them, docs/reproduction.md). The
+baseline and of the ablations; with --every-table, also every other evaluation and every results table (a
+recorded reference's tolerances come from these tables, docs/reproduction.md). The
 seed is the config's one `seeds` entry and, for a model that the workflow initializes (one listed under `tiny_models`),
 that model's seed; a step cap sets `max_steps` of every recipe (without --max-steps, the config's own caps).
 `native` runs with the CPU's own kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET).
@@ -76,16 +77,22 @@ def metrics_path(workdir: Path, model: str, cond: str, split: str) -> Path:
     return workdir / "results" / "eval" / model / cond / "structured" / split / "metrics.json"
 
 
-def run_profile(profile: str, workdir: Path, config: dict, environment: dict[str, str]) -> float:
-    """Runs the profile up to the structured metrics and their tables in `workdir`; returns the wall time in
-    seconds."""
+def run_profile(
+    profile: str, workdir: Path, config: dict, environment: dict[str, str], every_table: bool = False
+) -> float:
+    """Runs the profile up to the structured metrics and their tables in `workdir` (with `every_table`, up to every
+    results table but the qualitative ones); returns the wall time in seconds."""
     workdir.mkdir(parents=True, exist_ok=True)
     configfile = workdir / "run_config.yaml"
     configfile.write_text(yaml.safe_dump(config, sort_keys=False))
     splits = config["evaluation"]["structured"]["splits"]
     targets = [str(metrics_path(Path(), m, c, s)) for m in config["models"] for c in CONDITIONS for s in splits]
     structured = {"structured", "ssot", "ablation"}
-    tables = [row for row in where(kind="table") if set(row.reads) <= structured and row.split in (None, *splits)]
+    tables = [
+        row
+        for row in where(kind="table")
+        if ((every_table and not row.chosen) or set(row.reads) <= structured) and row.split in (None, *splits)
+    ]
     targets += [f"results/{row.files()[1]}" for row in tables]
     command = [sys.executable, "-m", "snakemake", "--profile", str(REPO / "profiles" / profile)]
     command += ["--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir)]
@@ -206,6 +213,7 @@ def main() -> None:
     parser.add_argument("--feature-sets", nargs="+", choices=list(FEATURE_SETS), default=list(FEATURE_SETS))
     parser.add_argument("--max-steps", type=int, nargs="+", help="step caps of every recipe (default: the config's)")
     parser.add_argument("--workdir", type=Path, help="default: benchmarks/results/structured_spread/PROFILE")
+    parser.add_argument("--every-table", action="store_true", help="run every evaluation and results table")
     parser.add_argument("--markdown", type=Path, help="also write the tables of docs/mini.md to this file")
     args = parser.parse_args()
     config = profile_config(args.profile)
@@ -216,7 +224,7 @@ def main() -> None:
             for seed in args.seeds:
                 settings = run_config(config, seed, max_steps)
                 folder = workdir / f"{feature_set}-seed{seed}-steps{max_steps or 'config'}"
-                seconds = run_profile(args.profile, folder, settings, FEATURE_SETS[feature_set])
+                seconds = run_profile(args.profile, folder, settings, FEATURE_SETS[feature_set], args.every_table)
                 run = {"feature_set": feature_set, "seed": seed, "max_steps": max_steps, "seconds": round(seconds)}
                 runs.append({**run, "figures": outcomes(folder, settings)})
                 print(json.dumps(runs[-1]), file=sys.stderr)

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
-import json
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from calibft.chat import decode_output
+from calibft.seeds import seed_for  # noqa: F401  (the engine's seeds; defined without torch)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -69,18 +67,6 @@ class Generations:
 
     token_ids: list[list[int]]  # per answer, generated ids without the stop token
     finished: np.ndarray  # bool per answer: True when it ended with a stop token (False: hit max_new_tokens)
-
-
-def seed_for(*parts: str | int) -> int:
-    """A stable 63-bit seed from its parts, e.g. `seed_for(config_seed, "qwen3_8b", "soft", "poisson-001")`.
-
-    SHA-256 of the parts encoded as a JSON list, so the seed is the same in every process and on every machine
-    (Python's `hash` of a string changes between processes), and `(1,)`, `("1",)` and `("a", "b")` vs `("a b",)`
-    give different seeds. 63 bits fit every seed consumer (torch, numpy, signed 64-bit integers).
-    """
-    normalized = [part if isinstance(part, str) else operator.index(part) for part in parts]
-    digest = hashlib.sha256(json.dumps(normalized).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def stop_token_ids(model: Any, tokenizer: PreTrainedTokenizerBase) -> list[int]:

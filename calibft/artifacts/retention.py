@@ -24,6 +24,11 @@ every model of the input, of the per-model values (perplexities, not NLLs: token
 model makes the mean undefined. Undefined values and runs that do not exist print as "---" and show as hatched
 bars. Bold: the best value of each metric per row (highest gp-IRT, lowest perplexity and bits per byte) as
 printed, every tied cell.
+
+Intervals (`Table.intervals`): a run's cell takes the run's bootstrap interval (summary.json's `intervals`:
+`mean_gpirt`, `pooled/perplexity`, `pooled/bits_per_byte`); a mean over models takes the percentile interval
+of the mean of the models' replicates i (`calibft.artifacts.runs.mean_interval`: every model resampled the
+same items or documents alike), None where a model lacks them.
 """
 
 from __future__ import annotations
@@ -38,7 +43,17 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
-from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, join_words, number, titles
+from calibft.artifacts.runs import (
+    condition_sentence,
+    conditions_of,
+    first_seen,
+    interval_frame,
+    join_words,
+    mean_interval,
+    number,
+    run_intervals,
+    titles,
+)
 from calibft.artifacts.structured import (
     condition_colors,
     format_decimals,
@@ -260,6 +275,16 @@ def _paloma(paloma: Runs, models: Sequence[str], conditions: Sequence[str]) -> _
     return _Paloma(slices, per_slice, pooled)
 
 
+def _mean_intervals(
+    runs: Runs, models: Sequence[str], conditions: Sequence[str], keys: Mapping[str, str], titles: Mapping[str, str]
+) -> pd.DataFrame:
+    """names × conditions, like `_mean_over_models`: the interval of each name's mean over `models` of the key
+    `keys[name]` of the runs' intervals (`mean_interval`), the rows titled by `titles`."""
+    return interval_frame(list(keys), conditions, lambda n, c: mean_interval(runs, models, c, keys[n])).rename(
+        index=titles
+    )
+
+
 def _mean_over_models(frames: Mapping[str, pd.DataFrame], titles: Mapping[str, str]) -> pd.DataFrame:
     """names × conditions: for each name's models × conditions frame, the mean over all its models (NaN when one
     is missing: a mean over fewer models would not compare with the other conditions')."""
@@ -284,11 +309,11 @@ def _the_models(n: int) -> str:
 def _with_first_column(table: Table, title: str, shaded: Sequence[bool] | None = None) -> Table:
     """The table with its first column ("Model" from grouped_table) renamed to `title`."""
 
-    def rename(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.rename(columns={"Model": title}, level=1)
+    def rename(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        return None if frame is None else frame.rename(columns={"Model": title}, level=1)
 
-    bold = None if table.bold is None else rename(table.bold)
-    return dataclasses.replace(table, frame=rename(table.frame), bold=bold, shaded=shaded)
+    renamed = {name: rename(getattr(table, name)) for name in ("frame", "bold", "intervals")}
+    return dataclasses.replace(table, **renamed, shaded=shaded)
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -319,7 +344,12 @@ def retention_transfer_table(
         (GPIRT_GROUP, gpirt.mean, format_gpirt, False),
         (METRIC_GROUPS["perplexity"], pal.pooled["perplexity"], format_perplexity, True),
     ]
-    return grouped_table(groups, model_titles, condition_titles, "tab:retention-transfer-summary", caption)
+    intervals = {
+        GPIRT_GROUP: run_intervals(tinybench, models, conditions, "mean_gpirt"),
+        METRIC_GROUPS["perplexity"]: run_intervals(paloma, models, conditions, "pooled/perplexity"),
+    }
+    label = "tab:retention-transfer-summary"
+    return grouped_table(groups, model_titles, condition_titles, label, caption, intervals)
 
 
 def retention_table(
@@ -340,6 +370,13 @@ def retention_table(
     if clash:
         raise ValueError(f"tab:retention-summary: models titled like tasks {sorted(clash)}")
     values = pd.concat([per_model, per_task])
+    task_keys = {task: f"tasks/{task}/gpirt" for task in gpirt.tasks}
+    spans = pd.concat(
+        [
+            run_intervals(tinybench, models, conditions, "mean_gpirt"),
+            _mean_intervals(tinybench, models, conditions, task_keys, TASK_TITLES),
+        ]
+    )
     caption = (
         "Retention results measured by TinyBenchmarks aggregate gp-IRT. The upper rows report one row per model, "
         f"averaging across the {_count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
@@ -347,9 +384,8 @@ def retention_table(
         f"better throughout. {condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
-    table = grouped_table(
-        [(GPIRT_GROUP, values, format_gpirt, False)], {}, condition_titles, "tab:retention-summary", caption
-    )
+    groups = [(GPIRT_GROUP, values, format_gpirt, False)]
+    table = grouped_table(groups, {}, condition_titles, "tab:retention-summary", caption, {GPIRT_GROUP: spans})
     shaded = [False] * len(per_model) + [True] * len(per_task)
     return _with_first_column(dataclasses.replace(table, wide=False), "Model / Task", shaded)
 
@@ -374,7 +410,8 @@ def paloma_model_table(
         "each metric; --- marks a missing run."
     )
     groups = [(METRIC_GROUPS[m], pal.pooled[m], METRIC_FORMATS[m], True) for m in METRICS]
-    return grouped_table(groups, model_titles, condition_titles, "tab:paloma-model-summary", caption)
+    intervals = {METRIC_GROUPS[m]: run_intervals(paloma, models, conditions, f"pooled/{m}") for m in METRICS}
+    return grouped_table(groups, model_titles, condition_titles, "tab:paloma-model-summary", caption, intervals)
 
 
 def paloma_slice_table(
@@ -401,7 +438,13 @@ def paloma_slice_table(
         f"both metrics. {condition_sentence(conditions, condition_titles)} Bold values denote the best reported "
         "result for each metric; --- marks a mean with a missing run."
     )
-    table = grouped_table(groups, {}, condition_titles, "tab:paloma-slice-summary", caption)
+    intervals = {
+        METRIC_GROUPS[m]: _mean_intervals(
+            paloma, models, conditions, {name: f"slices/{name}/{m}" for name in pal.slices}, SLICE_TITLES
+        )
+        for m in METRICS
+    }
+    table = grouped_table(groups, {}, condition_titles, "tab:paloma-slice-summary", caption, intervals)
     return _with_first_column(table, "Slice")
 
 

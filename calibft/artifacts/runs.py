@@ -1,13 +1,17 @@
 """What every table and figure does with the runs it reads: `runs[model][condition]` mappings (a metrics.json or
-summary.json each, `calibft.io.read_runs`), their models and conditions in order, their numbers as floats, and
-the sentence of a caption that says what each condition is."""
+summary.json each, `calibft.io.read_runs`), their models and conditions in order, their numbers as floats, their
+bootstrap intervals (a run's own, or a mean's over models from the runs' paired replicates), and the sentence of
+a caption that says what each condition is."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
+from calibft.evals.bootstrap import paired_draws, percentile_interval
 from calibft.io import read_runs
 
 Runs = Mapping[str, Mapping[str, Any]]  # model -> condition -> one run's JSON
@@ -25,6 +29,37 @@ def number(value: Any) -> float:
         return math.nan
     value = float(value)
     return value if math.isfinite(value) else math.nan
+
+
+Interval = list[float] | None  # [low, high], or None where a cell has none
+
+
+def interval_frame(
+    rows: Sequence[str], conditions: Sequence[str], cell: Callable[[str, str], Interval]
+) -> pd.DataFrame:
+    """rows × conditions of `cell(row, condition)`: an interval or None, as `Table.intervals` holds them."""
+    cells = [[cell(r, c) for c in conditions] for r in rows]
+    return pd.DataFrame(cells, index=list(rows), columns=list(conditions), dtype=object)
+
+
+def run_interval(runs: Runs, model: str, condition: str, key: str) -> Interval:
+    """The interval of `key` in the run's `intervals` (its JSON's); None where not run or without one."""
+    run = runs.get(model, {}).get(condition)
+    return None if run is None else (run.get("intervals") or {}).get(key)
+
+
+def run_intervals(runs: Runs, models: Sequence[str], conditions: Sequence[str], key: str) -> pd.DataFrame:
+    """models × conditions: each run's interval of `key` (`run_interval`)."""
+    return interval_frame(models, conditions, lambda m, c: run_interval(runs, m, c, key))
+
+
+def mean_interval(runs: Runs, models: Sequence[str], condition: str, key: str) -> Interval:
+    """The interval of the mean over `models` of `key` in `condition`: replicate i of the mean is the mean of
+    replicate i of every model's run (`calibft.evals.bootstrap.paired_draws`: the runs resampled the same
+    units alike); None where a model lacks the run or its replicates, or the runs' replicates do not pair."""
+    blocks = [(runs.get(m, {}).get(condition) or {}).get("intervals") for m in models]
+    draws = paired_draws(blocks, key)
+    return None if draws is None else percentile_interval(draws.mean(axis=0), blocks[0]["level"])
 
 
 def first_seen(*mappings: Mapping[str, Any]) -> list[str]:

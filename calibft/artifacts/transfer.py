@@ -11,6 +11,11 @@ Inputs are plain dicts, loaded by the caller and ordered as the table shows them
 are checked against their per-prompt rows when present, and NoveltyBench means come from the per-prompt rows
 through `summarize_prompts` (each row's utility and distinct count checked against its class ids and
 ratings), never from a stored aggregate. Undefined values and runs that do not exist print as "---".
+
+Intervals (`Table.intervals`): the open-ended and MCQ cells take their run's bootstrap interval (metrics.json's
+`intervals`); the NoveltyBench cells recompute theirs from the per-prompt rows as the scoring job does
+(`calibft.evals.noveltybench.prompt_draws`, the split's seed), the pooled utility's replicate i being the mean
+of the splits' replicates i weighted by their numbers of prompts (the splits resampled independently).
 """
 
 from __future__ import annotations
@@ -26,12 +31,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, number, titles
+from calibft.artifacts.runs import (
+    Interval,
+    condition_sentence,
+    conditions_of,
+    first_seen,
+    interval_frame,
+    number,
+    run_intervals,
+    titles,
+)
 from calibft.artifacts.structured import format_decimals, format_rate, grouped_table
 from calibft.artifacts.tables import Table, latex_escape, table_name
 from calibft.checks import check_choice
+from calibft.evals.bootstrap import REPLICATES, percentile_interval
+from calibft.evals.noveltybench import bootstrap_seed, prompt_draws, summarize_prompts
 from calibft.evals.noveltybench import distinct as count_distinct
-from calibft.evals.noveltybench import summarize_prompts
 from calibft.evals.noveltybench import utility as prompt_utility
 from calibft.io import read_jsonl, read_runs
 
@@ -208,6 +223,42 @@ def _novelty_summaries(
     return summaries
 
 
+SplitDraws = dict[str, tuple[int, dict[str, np.ndarray]]]  # split -> (its prompts, `prompt_draws` of its rows)
+
+
+def _novelty_draws(
+    scores: Scores, summaries: Mapping[tuple[str, str], Any], replicates: int = REPLICATES
+) -> dict[tuple[str, str], SplitDraws]:
+    """Per run of `summaries` and per split, its number of prompts and the replicates of its means over
+    resamples of its prompts, recomputed from its rows as the scoring job computes them (`prompt_draws`
+    seeded by the split)."""
+    return {
+        (m, c): {
+            split: (len(rows), prompt_draws(rows, bootstrap_seed(split), replicates))
+            for split, rows in scores[m][c].items()
+            if rows
+        }
+        for m, c in summaries
+    }
+
+
+def _split_interval(draws: Mapping[tuple[str, str], SplitDraws], m: str, c: str, split: str, key: str) -> Interval:
+    """The interval of a split's mean `key` of run (m, c); None where it has no rows of the split."""
+    entry = draws.get((m, c), {}).get(split)
+    return None if entry is None else percentile_interval(entry[1][key])
+
+
+def _pooled_interval(draws: Mapping[tuple[str, str], SplitDraws], m: str, c: str, key: str) -> Interval:
+    """The interval of the mean `key` over the prompts of every split of run (m, c): replicate i is the splits'
+    replicates i weighted by their numbers of prompts (independent resamples of disjoint prompts)."""
+    entry = draws.get((m, c))
+    if not entry:
+        return None
+    sizes = np.array([n for n, _ in entry.values()], dtype=np.float64)
+    stacked = np.array([split_draws[key] for _, split_draws in entry.values()])
+    return percentile_interval((sizes[:, None] * stacked).sum(axis=0) / sizes.sum())
+
+
 def _present_splits(summaries: Mapping[Any, Mapping[str, Any]]) -> list[str]:
     present = {split for summary in summaries.values() for split in summary["splits"]}
     return [split for split in NOVELTY_SPLITS if split in present]
@@ -237,7 +288,11 @@ def mcq_table(
         "Bold: the best value of each metric per model."
     )
     groups = [(PARSE_GROUP, rate, format_rate, False), (TV_GROUP, tv, format_three, True)]
-    return grouped_table(groups, model_titles, condition_titles, "tab:mcq-summary", caption)
+    intervals = {
+        PARSE_GROUP: run_intervals(mcq, models, conditions, "parse_rate"),
+        TV_GROUP: run_intervals(mcq, models, conditions, "tv"),
+    }
+    return grouped_table(groups, model_titles, condition_titles, "tab:mcq-summary", caption, intervals)
 
 
 def noveltybench_table(
@@ -262,13 +317,17 @@ def noveltybench_table(
 
         return _frame(models, conditions, cell)
 
-    groups = []
+    draws = _novelty_draws(scores, summaries)
+
+    def spans(split: str, key: str) -> pd.DataFrame:
+        return interval_frame(models, conditions, lambda m, c: _split_interval(draws, m, c, split, key))
+
+    groups, intervals = [], {}
     for split in splits:
         title = NOVELTY_SPLITS[split]
-        groups += [
-            (f"{title} Distinct ↑", mean(split, "distinct"), format_three, False),
-            (f"{title} Utility ↑", mean(split, "utility"), format_three, False),
-        ]
+        for key, name in (("distinct", "Distinct"), ("utility", "Utility")):
+            groups.append((f"{title} {name} ↑", mean(split, key), format_three, False))
+            intervals[f"{title} {name} ↑"] = spans(split, key)
     sizes = {
         split: {s["splits"][split]["n_prompts"] for s in summaries.values() if split in s["splits"]} for split in splits
     }
@@ -279,7 +338,7 @@ def noveltybench_table(
         f"over the prompts of each split ({over}). {condition_sentence(conditions, condition_titles)} "
         "Bold values denote the best reported result for each metric."
     )
-    return grouped_table(groups, model_titles, condition_titles, "tab:noveltybench-summary", caption)
+    return grouped_table(groups, model_titles, condition_titles, "tab:noveltybench-summary", caption, intervals)
 
 
 def generative_distribution_table(
@@ -325,13 +384,22 @@ def generative_distribution_table(
         f"when no generation is parseable. {condition_sentence(conditions, condition_titles)} "
         "Bold denotes the best value for each available metric."
     )
+    support_group = _support_group(open_ended)
     groups = [
-        (_support_group(open_ended), support, format_support, False),
+        (support_group, support, format_support, False),
         (UNIQUE_GROUP, unique, format_rate, False),
         (TV_GROUP, tv, format_three, True),
         (UTILITY_GROUP, utility, format_three, False),
     ]
-    return grouped_table(groups, model_titles, condition_titles, "tab:generative-distribution-summary", caption)
+    draws = _novelty_draws(scores, summaries)
+    intervals = {
+        support_group: run_intervals(open_ended, models, conditions, "support"),
+        UNIQUE_GROUP: run_intervals(open_ended, models, conditions, "unique_fraction"),
+        TV_GROUP: run_intervals(mcq, models, conditions, "tv"),
+        UTILITY_GROUP: interval_frame(models, conditions, lambda m, c: _pooled_interval(draws, m, c, "utility")),
+    }
+    label = "tab:generative-distribution-summary"
+    return grouped_table(groups, model_titles, condition_titles, label, caption, intervals)
 
 
 # ---------------------------------------------------------------------------------------------- qualitative

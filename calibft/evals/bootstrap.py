@@ -9,12 +9,17 @@ families, and a prompt's logit KL (from fixed teacher-forced paths, otherwise ke
 choice of prompts. The interval of a metric is the (1 - level) / 2 and (1 + level) / 2 quantiles of its
 replicates where they are defined; `undefined` counts the replicates where it is not (a family with no valid
 sample in the replicate).
+
+The other evaluations share the helpers below (docs/metrics.md, Intervals): `resample_indices` and
+`resampled_sums` draw the resamples, `interval_block` turns each metric's replicates into the `intervals` of an
+evaluation's JSON (keeping, where a table derives a cell from several runs, the replicates themselves under
+`draws`), and `paired_draws` reads those replicates back for such a cell.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +31,8 @@ from calibft.grid import Prompt
 REPLICATES = 1000
 LEVEL = 0.95
 METRICS = ("w1_norm", "logit_kl", "valid_rate")
+# Cells of the [replicates, rows] draw that `resampled_sums` holds at once (per column summed).
+BLOCK_CELLS = 1 << 20
 
 
 @dataclass
@@ -63,10 +70,11 @@ class PromptSamples:
         }
 
 
-def percentile_interval(replicates: Sequence[float | None], level: float = LEVEL) -> list[float] | None:
-    """[low, high]: the (1 - level) / 2 and (1 + level) / 2 quantiles of the defined replicates; None without
-    any."""
-    defined = np.array([v for v in replicates if v is not None], dtype=np.float64)
+def percentile_interval(replicates: Sequence[float | None] | np.ndarray, level: float = LEVEL) -> list[float] | None:
+    """[low, high]: the (1 - level) / 2 and (1 + level) / 2 quantiles of the defined replicates (None, NaN and
+    infinities are undefined); None without any."""
+    values = np.asarray(replicates, dtype=np.float64)  # None becomes NaN
+    defined = values[np.isfinite(values)]
     if not len(defined):
         return None
     low, high = np.quantile(defined, [(1 - level) / 2, (1 + level) / 2])
@@ -104,3 +112,84 @@ def structured_intervals(
         **{metric: percentile_interval(draws[metric], level) for metric in METRICS},
         "undefined": {metric: sum(v is None for v in draws[metric]) for metric in METRICS},
     }
+
+
+# ---------------------------------------------------------------------------------------------- shared helpers
+
+
+def resample_indices(rng: np.random.Generator, n: int, replicates: int) -> np.ndarray:
+    """[replicates, n]: the rows each replicate draws, n of 0..n-1 with replacement."""
+    return rng.integers(0, n, size=(replicates, n))
+
+
+def resampled_sums(values: np.ndarray, rng: np.random.Generator, replicates: int) -> np.ndarray:
+    """[replicates, k]: the column sums of `values` [n, k] over each replicate's resample of its n rows (zeros
+    without rows). The draws come `max(1, BLOCK_CELLS // n)` replicates at a time, to bound the memory of a
+    large n; the blocks depend on n alone, so the sums are a function of the generator's seed, n and
+    `replicates`."""
+    values = np.asarray(values, dtype=np.float64)
+    n, k = values.shape
+    if n == 0:
+        return np.zeros((replicates, k))
+    block = max(1, BLOCK_CELLS // n)
+    sums = [
+        values[resample_indices(rng, n, min(block, replicates - start))].sum(axis=1)
+        for start in range(0, replicates, block)
+    ]
+    return np.concatenate(sums) if sums else np.zeros((0, k))
+
+
+def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """numerator / denominator elementwise, NaN where the denominator is 0 (an undefined replicate)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator != 0, numerator / denominator, math.nan)
+
+
+def replicate_list(values: np.ndarray) -> list[float | None]:
+    """Replicates as JSON keeps them: floats, None where undefined (not finite)."""
+    return [v if math.isfinite(v) else None for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def interval_block(
+    draws: Mapping[str, np.ndarray],
+    seed: int,
+    resampled: str,
+    level: float = LEVEL,
+    kept: Iterable[str] = (),
+    units: Mapping[str, int] | None = None,
+) -> dict:
+    """The `intervals` of an evaluation's JSON from the replicates of each metric (`draws`, NaN where a replicate
+    leaves the metric undefined): how they were drawn (`level`, `replicates`, `seed`, `resampled` and, where
+    given, `units`: how many units each stratum resampled), each metric's `percentile_interval`, `undefined`
+    (the count of undefined replicates per metric) and, for the metrics of `kept`, the replicates themselves
+    (`draws`), from which a table derives the interval of a cell computed from several runs (`paired_draws`)."""
+    arrays = {key: np.asarray(values, dtype=np.float64) for key, values in draws.items()}
+    block: dict = {
+        "level": level,
+        "replicates": max((len(values) for values in arrays.values()), default=0),
+        "seed": seed,
+        "resampled": resampled,
+        **({"units": dict(units)} if units is not None else {}),
+        **{key: percentile_interval(values, level) for key, values in arrays.items()},
+        "undefined": {key: int(np.sum(~np.isfinite(values))) for key, values in arrays.items()},
+    }
+    kept = list(kept)
+    if kept:
+        block["draws"] = {key: replicate_list(arrays[key]) for key in kept}
+    return block
+
+
+PAIRING = ("seed", "replicates", "resampled", "units")  # what two runs' draws must share to be paired
+
+
+def paired_draws(blocks: Sequence[Mapping | None], key: str) -> np.ndarray | None:
+    """[runs, replicates]: the kept replicates of `key` of each run's `intervals` block (NaN where undefined),
+    replicate i of every run drawn from the same resample of units the runs share (the same seed, replicate
+    count, resampling and units); None when a run has no such replicates or the runs' draws differ in any of
+    those, so that combining replicate i of each would not be a bootstrap of the shared units."""
+    if not blocks or any(block is None or key not in block.get("draws", {}) for block in blocks):
+        return None
+    first = blocks[0]
+    if any(any(block.get(name) != first.get(name) for name in PAIRING) for block in blocks):
+        return None
+    return np.array([block["draws"][key] for block in blocks], dtype=np.float64)

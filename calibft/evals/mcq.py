@@ -17,7 +17,8 @@ an unexpected line. The answer value, whitespace collapsed, must be exactly `A`,
 
 Outputs in `out_dir`: `generations.jsonl.gz` (one object per generation: index, text, answer, reason, finished;
 a generation that does not parse has answer null and the parser's reason) and `metrics.json`, which `score`
-computes from the stored texts alone (they are parsed again).
+computes from the stored texts alone (they are parsed again), with the bootstrap interval of each number over
+resamples of the generations (`intervals`, `resampled_summaries`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from calibft.chat import chat_prompt_ids, strip_reasoning
+from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
 from calibft.generation import sample_texts
 from calibft.io import read_job, write_json, write_jsonl
 from calibft.jobs import MCQJob
@@ -137,11 +139,33 @@ def sample_records(texts: Sequence[str], finished: Sequence[bool]) -> list[dict]
     return records
 
 
-def score(records: Sequence[dict], **header) -> dict:
-    """metrics.json: `summarize` of the stored texts, parsed again, and the count of each failure kind."""
+def resampled_summaries(answers: Sequence[str | None], rng: np.random.Generator, replicates: int) -> dict:
+    """The numbers of `summarize` (`parse_rate`, `tv`, `frequencies/<letter>`) on `replicates` resamples of the
+    generations, each [replicates], NaN where a replicate leaves them undefined (nothing parsed)."""
+    codes = np.array([LETTERS.index(a) if a is not None else len(LETTERS) for a in answers], dtype=np.int64)
+    letters = np.eye(len(LETTERS) + 1)[codes][:, : len(LETTERS)]  # [n, 4]: one-hot of the parsed answers
+    counts = resampled_sums(letters, rng, replicates)
+    parsed = counts.sum(axis=1)
+    frequencies = ratio(counts, parsed[:, None])
+    return {
+        "parse_rate": ratio(parsed, np.full(replicates, float(len(codes)))),
+        "tv": 0.5 * np.abs(frequencies - 1 / len(LETTERS)).sum(axis=1),
+        **{f"frequencies/{letter}": frequencies[:, i] for i, letter in enumerate(LETTERS)},
+    }
+
+
+def score(records: Sequence[dict], replicates: int = 0, bootstrap_seed: int = 0, **header) -> dict:
+    """metrics.json: `summarize` of the stored texts, parsed again, and the count of each failure kind; with
+    `replicates`, the percentile bootstrap interval of each number over resamples of the generations
+    (`intervals`, seeded by `bootstrap_seed`)."""
     parsed = [parse_mcq(record["text"]) for record in records]
+    answers = [p.answer for p in parsed]
     failures = Counter(failure_kind(p.reason) for p in parsed if not p.ok)
-    return {**header, **summarize([p.answer for p in parsed]), "failures": dict(sorted(failures.items()))}
+    metrics = {**header, **summarize(answers), "failures": dict(sorted(failures.items()))}
+    if replicates:
+        draws = resampled_summaries(answers, np.random.default_rng(bootstrap_seed), replicates)
+        metrics["intervals"] = interval_block(draws, bootstrap_seed, "generations")
+    return metrics
 
 
 def run(job: MCQJob) -> None:
@@ -154,7 +178,8 @@ def run(job: MCQJob) -> None:
     out = Path(job.out_dir)
     write_jsonl(out / "generations.jsonl.gz", records)
     header = job.header("mcq", wall_time_s=time.time() - started)
-    write_json(out / "metrics.json", score(records, **header))
+    bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed_of("bootstrap", "mcq")}
+    write_json(out / "metrics.json", score(records, **bootstrap, **header))
     job.write_provenance(model, tokenizer, job.generation())
 
 

@@ -5,6 +5,10 @@ lexical rule, longer ones by a DeBERTa similarity classifier); each generation's
 a rating from 1 to 10 through fixed thresholds; only the first member of each class keeps its rating (a
 repeat adds nothing new), and utility is the patience-discounted mean of those gains. Models and tokenizers
 are passed in, so that the metric is testable with tiny random models and no hub access.
+
+A split's means have bootstrap intervals over resamples of its prompts (`prompt_draws`), seeded by the split
+alone (`bootstrap_seed`), so that every model and condition draws the same resamples of the same prompts and a
+table can recompute them from the per-prompt rows.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from calibft.chat import encode_prompt
+from calibft.evals.bootstrap import resampled_sums
+from calibft.seeds import seed_for
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -22,6 +28,7 @@ if TYPE_CHECKING:
 # Reward thresholds of the Skywork-Reward-Gemma-2-27B-v0.2 scores: rating = 1 + how many lie strictly below.
 THRESHOLDS = np.array([-7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875])
 PATIENCE = 0.8
+BOOTSTRAP_KEYS = ("utility", "distinct")  # the per-prompt scores whose split means have intervals
 CLASSIFIER_THRESHOLD = 0.102
 CLASSIFIER_MAX_SIDE = 128
 LEXICAL_MAX_TOKENS = 5
@@ -219,3 +226,18 @@ def summarize_prompts(per_prompt: Sequence[Mapping[str, Any]]) -> dict[str, Any]
         "splits": {s: means([r for r in per_prompt if r["split"] == s]) for s in splits},
         "pooled": means(per_prompt),
     }
+
+
+def bootstrap_seed(split: str) -> int:
+    """The seed of a split's bootstrap: of the split alone (the scoring job has no run seed), so that every model
+    and condition resamples the split's prompts alike."""
+    return seed_for("bootstrap", "noveltybench", split)
+
+
+def prompt_draws(rows: Sequence[Mapping[str, Any]], seed: int, replicates: int) -> dict[str, np.ndarray]:
+    """[replicates] of the mean utility and mean distinct count of `rows` (one split's per-prompt rows, in file
+    order) over resamples of its prompts, from `np.random.default_rng(seed)`."""
+    values = np.array([[row[key] for key in BOOTSTRAP_KEYS] for row in rows], dtype=np.float64)
+    sums = resampled_sums(values.reshape(len(rows), len(BOOTSTRAP_KEYS)), np.random.default_rng(seed), replicates)
+    means = sums / len(rows) if rows else np.full(sums.shape, np.nan)
+    return {key: means[:, i] for i, key in enumerate(BOOTSTRAP_KEYS)}

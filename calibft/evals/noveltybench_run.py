@@ -12,8 +12,9 @@ Prompts files are JSON lines in the benchmark's format: `{"id": "curated-31", "c
 "..."}` (category optional). Outputs: `generations.jsonl.gz` (per prompt: id, split, category, prompt,
 generations, finished), then `partitions.jsonl` (per prompt: id and class_ids, the similarity classifier's
 equivalence classes of its generations), `scores.jsonl` (the generations' fields plus class_ids, rewards,
-ratings, utility and distinct) and `summary.json` (the split's means, recomputable from `scores.jsonl`). Both
-jobs keep per-prompt checkpoints when given a `checkpoint_dir`, so a preempted job resumes where it stopped.
+ratings, utility and distinct) and `summary.json` (the split's means and their bootstrap intervals over
+resamples of the prompts, `intervals`; all recomputable from `scores.jsonl`). Both jobs keep per-prompt
+checkpoints when given a `checkpoint_dir`, so a preempted job resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.evals.bootstrap import REPLICATES, interval_block
 from calibft.evals.noveltybench import (
+    bootstrap_seed,
+    prompt_draws,
     reward_scores,
     score_prompt,
     similarity_classifier,
@@ -93,6 +97,17 @@ def generate(job: GenerationJob) -> None:
     finish_checkpoints(checkpoint)
 
 
+def split_summary(rows: list[dict], split: str, replicates: int = REPLICATES) -> dict:
+    """summary.json's figures of one split's rows: the mean utility and distinct count over its prompts and
+    (with `replicates`) their bootstrap intervals over resamples of the prompts, seeded by the split."""
+    summary = summarize_prompts(rows)["pooled"]
+    if replicates:
+        seed = bootstrap_seed(split)
+        draws = prompt_draws(rows, seed, replicates)
+        summary["intervals"] = interval_block(draws, seed, "prompts", units={split: len(rows)})
+    return summary
+
+
 def score(job: ScoringJob) -> None:
     started = time.time()
     generations = read_jsonl(job.generations)
@@ -125,7 +140,7 @@ def score(job: ScoringJob) -> None:
         "wall_time_s": time.time() - started,
         "job": asdict(job),
     }
-    write_json(out / "summary.json", {**header, **summarize_prompts(rows)["pooled"]})
+    write_json(out / "summary.json", {**header, **split_summary(rows, job.split)})
     inputs = {"generations": job.generations, "classifier": job.classifier, "reward_model": job.reward_model}
     write_provenance(out, job, inputs=inputs, loaded={"reward_model": reward_model})
     finish_checkpoints(checkpoint)

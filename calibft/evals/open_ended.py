@@ -12,12 +12,15 @@ measures how broad the model's answers are, two ways per prompt:
 
 Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: prompt_index, prompt, index, text,
 normalized, finished), `support.jsonl` (one object per prompt: its support at every threshold, in the order
-of `metrics.json`'s `thresholds`) and `metrics.json`, which `score` computes from those two files alone.
+of `metrics.json`'s `thresholds`) and `metrics.json`, which `score` computes from those two files alone, with
+the bootstrap interval of each aggregate over resamples of the samples within each prompt (`intervals`,
+`resampled_distinct`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -28,6 +31,7 @@ import torch
 from tqdm import tqdm
 
 from calibft.chat import chat_prompt_ids, strip_reasoning
+from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
 from calibft.generation import inference, input_device, sample_texts
 from calibft.io import read_job, write_json, write_jsonl
 from calibft.jobs import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
@@ -71,6 +75,37 @@ def unique_fraction(texts: Sequence[str]) -> float | None:
     answers = {normalize(text) for text in texts}
     answers.discard("")
     return len(answers) / len(texts)
+
+
+def resampled_distinct(answers: Sequence[str], rng: np.random.Generator, replicates: int) -> np.ndarray:
+    """[replicates]: the number of distinct non-empty answers among each replicate's resample of `answers` (as
+    many as there are, drawn with replacement)."""
+    labels, codes = np.unique(np.asarray(answers, dtype=object), return_inverse=True)
+    codes = np.where(labels[codes] == "", -1, codes)  # the empty answer counts for nothing
+    drawn = np.sort(codes[resample_indices(rng, len(codes), replicates)], axis=1)
+    first = np.ones(drawn.shape, dtype=bool)  # the first of each run of equal codes in a sorted row
+    first[:, 1:] = drawn[:, 1:] != drawn[:, :-1]
+    return (first & (drawn >= 0)).sum(axis=1)
+
+
+def open_ended_draws(answers: Sequence[Sequence[str]], support: np.ndarray, rng, replicates: int) -> dict:
+    """[replicates] of each aggregate of `score` over resamples of the samples within each prompt (the prompts
+    fixed, drawn in order).
+
+    The mean unique fraction over the prompts with samples: a resample holds only answers the run saw, and
+    repeats some, so its fraction falls below the estimate by a shift that is the resampling's own (several
+    standard errors: the plain percentile interval would almost never hold the estimate). The replicates are
+    therefore re-centred on the estimate (shifted by the estimate minus their mean, then clipped to [0, 1]),
+    keeping the bootstrap's spread (docs/metrics.md, Intervals). The mean support comes from one forward pass
+    per prompt and is the same in every replicate."""
+    support_draws = np.full(replicates, float(np.mean(support)))
+    sampled = [a for a in answers if len(a)]
+    if not sampled:
+        return {"support": support_draws, "unique_fraction": np.full(replicates, math.nan)}
+    unique = np.mean([resampled_distinct(a, rng, replicates) / len(a) for a in sampled], axis=0)
+    estimate = np.mean([len(set(a) - {""}) / len(a) for a in sampled])
+    centred = np.clip(unique - unique.mean() + estimate, 0.0, 1.0)
+    return {"support": support_draws, "unique_fraction": centred}
 
 
 def first_token_support(
@@ -166,10 +201,14 @@ def score(
     supports: Sequence[dict],
     thresholds: Sequence[float],
     headline_threshold: float = OPEN_ENDED_HEADLINE_THRESHOLD,
+    replicates: int = 0,
+    bootstrap_seed: int = 0,
     **header,
 ) -> dict:
     """metrics.json: per prompt the support at the headline threshold and the unique fraction (from the stored
-    texts, normalized again), and their means over prompts, with the mean support at every threshold."""
+    texts, normalized again), and their means over prompts, with the mean support at every threshold; with
+    `replicates`, the percentile bootstrap interval of each mean over resamples of the samples within each
+    prompt (`intervals`, `open_ended_draws`, seeded by `bootstrap_seed`)."""
     thresholds = [float(t) for t in thresholds]
     column = thresholds.index(headline_threshold)
     texts: list[list[str]] = [[] for _ in prompts]
@@ -188,7 +227,7 @@ def score(
     ]
     fractions = [row["unique_fraction"] for row in rows if row["unique_fraction"] is not None]
     table = np.array([support[i] for i in range(len(prompts))], dtype=np.float64)
-    return {
+    metrics = {
         **header,
         "thresholds": thresholds,
         "headline_threshold": headline_threshold,
@@ -200,6 +239,12 @@ def score(
         },
         "prompts": rows,
     }
+    if replicates:
+        answers = [[normalize(text) for text in prompt_texts] for prompt_texts in texts]
+        headline = np.array([row["support"] for row in rows], dtype=np.float64)
+        draws = open_ended_draws(answers, headline, np.random.default_rng(bootstrap_seed), replicates)
+        metrics["intervals"] = interval_block(draws, bootstrap_seed, "samples within prompts")
+    return metrics
 
 
 def run(job: OpenEndedJob) -> None:
@@ -220,7 +265,8 @@ def run(job: OpenEndedJob) -> None:
     write_jsonl(out / "samples.jsonl.gz", records)
     write_jsonl(out / "support.jsonl", supports)
     header = job.header("open_ended", samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started)
-    metrics = score(prompts, records, supports, job.thresholds, job.headline_threshold, **header)
+    bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed_of("bootstrap", "open_ended")}
+    metrics = score(prompts, records, supports, job.thresholds, job.headline_threshold, **bootstrap, **header)
     write_json(out / "metrics.json", metrics)
     job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
 

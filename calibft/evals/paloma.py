@@ -26,7 +26,9 @@ Inputs: one JSON-lines file per slice (gzip-compressed when named `.gz`) with a 
 the workflow downloads PALOMA and as the offline demo ships a few documents per slice. Outputs in `out_dir`:
 `documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes, empty; `tokens` counts the
 scored tokens, `empty` marks an empty or whitespace-only text) and `summary.json`, which `score` computes from
-those records alone (`documents` and `skipped_documents` per slice and pooled, `empty_documents` the rule).
+those records alone (`documents` and `skipped_documents` per slice and pooled, `empty_documents` the rule),
+with the bootstrap interval of each perplexity and bits per byte over resamples of the documents of each slice
+(`intervals`, `paloma_draws`; each slice's replicates kept for the tables' means over models).
 """
 
 from __future__ import annotations
@@ -39,14 +41,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
 from calibft.generation import inference, input_device
 from calibft.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
+from calibft.seeds import seed_for
 
 SLICES: tuple[str, ...] = ("wikitext_103", "c4_en", "dolma-v1_5", "mc4", "ptb", "redpajama", "falcon-refinedweb")
 # Documents tokenized and scored together (their windows batched across documents, longest first): bounds the
@@ -196,16 +201,74 @@ def document_totals(record: Mapping, empty_documents: str = "count") -> Totals:
     return Totals(float(record["nll"]), int(record["tokens"]), int(record["bytes"]), 1)
 
 
-def score(records: Sequence[Mapping], slices: Sequence[str], *, empty_documents: str = "count", **header) -> dict:
+def metric_draws(sums: np.ndarray) -> dict[str, np.ndarray]:
+    """Perplexity and bits per byte of [replicates, 3] resampled (NLL, scored tokens, bytes) totals, NaN where a
+    replicate has no token (no byte)."""
+    nll, tokens, n_bytes = sums.T
+    with np.errstate(over="ignore"):
+        perplexity = np.exp(ratio(nll, tokens))
+    return {"perplexity": perplexity, "bits_per_byte": ratio(nll, math.log(2) * n_bytes)}
+
+
+def slice_sums(records: Sequence[Mapping], empty_documents: str, seed: int, replicates: int) -> np.ndarray:
+    """[replicates, 3]: the (NLL, scored tokens, bytes) totals of resamples of a slice's documents (every record,
+    as many as there are, drawn with replacement; a skipped empty document adds nothing)."""
+    totals = [document_totals(record, empty_documents) for record in records]
+    values = np.array([[t.nll, t.tokens, t.bytes] for t in totals], dtype=np.float64).reshape(len(totals), 3)
+    return resampled_sums(values, np.random.default_rng(seed), replicates)
+
+
+def slice_seed(seed: int, name: str) -> int:
+    """The seed of a slice's resamples: the run's seed and the slice alone, so that every model and condition
+    resamples the slice's documents alike (their replicates pair up in a mean over models)."""
+    return seed_for(seed, "bootstrap", "paloma", name)
+
+
+def paloma_draws(by_slice: Mapping[str, Sequence[Mapping]], empty_documents: str, seed: int, replicates: int) -> dict:
+    """[replicates] of each slice's perplexity and bits per byte (`slices/<slice>/<metric>`) and of the pooled
+    ones (`pooled/<metric>`: from the sums of the slices' resampled totals, the slices fixed), over resamples of
+    the documents within each slice (`slice_sums`, `slice_seed`)."""
+    sums = {
+        name: slice_sums(rows, empty_documents, slice_seed(seed, name), replicates) for name, rows in by_slice.items()
+    }
+    draws = {
+        f"slices/{name}/{metric}": values for name, s in sums.items() for metric, values in metric_draws(s).items()
+    }
+    pooled = metric_draws(sum(sums.values(), np.zeros((replicates, 3))))
+    return draws | {f"pooled/{metric}": values for metric, values in pooled.items()}
+
+
+def score(
+    records: Sequence[Mapping],
+    slices: Sequence[str],
+    *,
+    empty_documents: str = "count",
+    replicates: int = 0,
+    bootstrap_seed: int = 0,
+    **header,
+) -> dict:
     """summary.json from the per-document records: per slice (every one of `slices`, in that order, also one
     without documents) and pooled, empty documents skipped or counted as `empty_documents` says (the
-    `paloma_empty_documents` switch; `skip` needs the records' `empty` field)."""
-    per_slice = {name: Totals() for name in slices}
+    `paloma_empty_documents` switch; `skip` needs the records' `empty` field); with `replicates`, `intervals` of
+    every perplexity and bits per byte (`paloma_draws`, seeded from `bootstrap_seed`), each slice's replicates
+    kept (`draws`)."""
+    by_slice: dict[str, list[Mapping]] = {name: [] for name in slices}
     for record in records:
-        if record["slice"] not in per_slice:
+        if record["slice"] not in by_slice:
             raise ValueError(f"a document of slice {record['slice']!r}, not one of {list(slices)}")
-        per_slice[record["slice"]] += document_totals(record, empty_documents)
-    return {**header, "empty_documents": empty_documents, **summarize(per_slice)}
+        by_slice[record["slice"]].append(record)
+    per_slice = {
+        name: sum((document_totals(r, empty_documents) for r in rows), Totals()) for name, rows in by_slice.items()
+    }
+    summary = {**header, "empty_documents": empty_documents, **summarize(per_slice)}
+    if replicates:
+        draws = paloma_draws(by_slice, empty_documents, bootstrap_seed, replicates)
+        kept = [key for key in draws if key.startswith("slices/")]
+        units = {name: len(rows) for name, rows in by_slice.items()}
+        summary["intervals"] = interval_block(
+            draws, bootstrap_seed, "documents within each slice", kept=kept, units=units
+        )
+    return summary
 
 
 def load_documents(path: str | Path, max_documents: int | None = None) -> list[str]:
@@ -252,7 +315,9 @@ def run(job: PalomaJob) -> None:
     write_jsonl(out / "documents.jsonl.gz", records)
     header = job.header("paloma", wall_time_s=time.time() - started)
     empty_documents = job.protocol["paloma_empty_documents"]
-    write_json(out / "summary.json", score(records, list(job.slices), empty_documents=empty_documents, **header))
+    bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed}
+    summary = score(records, list(job.slices), empty_documents=empty_documents, **bootstrap, **header)
+    write_json(out / "summary.json", summary)
     job.write_provenance(model, tokenizer, None, **job.slices)
     finish_checkpoints(folder)
 

@@ -80,7 +80,10 @@ skipped); greedy decoding gives the same text up to the first stop string.
 Outputs in `out_dir`: `items.jsonl` (one object per row, in row order: index, score, the task's metric fields
 and what they came from: log-likelihoods, target and prediction, or the generation and its extracted
 answers) and `scores.json` (`summarize`: task, score_metric, scores (one per row, in row order), accuracy
-(their mean), metrics {name: {scores, accuracy}}, num_items, and the job header).
+(their mean), metrics {name: {scores, accuracy}}, num_items, and the job header). With the IRT parameters,
+`summary.json` (`gpirt_summary`): each row's irt, pirt, gp-IRT and accuracy, their mean gp-IRT, and the
+bootstrap interval of each over resamples of each task's items (`intervals`, keeping each row's gp-IRT
+replicates for the tables' means over models).
 
 Sources of the dataset facts relied on (read through the public indexes; the network is unreachable here):
 - Hugging Face dataset cards (`huggingface.co/datasets/tinyBenchmarks/<name>/README.md`): the features.
@@ -128,6 +131,7 @@ from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
 from calibft.checks import check_choice
 from calibft.evals import gpirt
+from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
 from calibft.evals.tinybench_tasks import TASKS, Task
 from calibft.generation import inference, input_device, seed_for, stop_token_ids
 from calibft.generation_defaults import engine_settings
@@ -727,20 +731,54 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
     return summary
 
 
+def item_picks(seed: int, task: str, n: int, replicates: int) -> np.ndarray:
+    """[replicates, n]: the bootstrap resamples of a task's items, seeded by the run's seed and the task alone, so
+    that every model and condition (and GSM8K's strict and flexible rows) resample the same items alike."""
+    rng = np.random.default_rng(seed_for(seed, "bootstrap", "tinybench", task))
+    return resample_indices(rng, n, replicates)
+
+
+def row_draws(scenario: gpirt.Scenario, scores: Sequence[float], picks: np.ndarray, row: str) -> dict[str, np.ndarray]:
+    """[replicates] of a row's irt, pirt, gp-IRT and accuracy over the resamples `picks` of its items."""
+    estimates = gpirt.resampled_estimates(scenario, scores, picks)
+    accuracy = np.asarray(scores, dtype=np.float64)[picks].mean(axis=1)
+    return {f"tasks/{row}/{key}": values for key, values in {**estimates, "accuracy": accuracy}.items()}
+
+
+def gpirt_summary(params: Mapping, summaries: Mapping[str, Mapping], seed: int, replicates: int = REPLICATES) -> dict:
+    """summary.json's figures: per row of `GPIRT_ROWS` whose task was scored (`summaries[task]`, scores.json) its
+    irt, pirt, gp-IRT and accuracy, and `mean_gpirt` over the rows; with `replicates`, `intervals` of every
+    figure (keys `tasks/<row>/<figure>`, `mean_gpirt`) over resamples of each task's items (`item_picks`),
+    the replicate of the mean the mean of the rows' replicates, each row's gp-IRT replicates kept (`draws`).
+    Each replicate refits the IRT ability (`gpirt.resampled_estimates`): the cost grows with `replicates`."""
+    tasks, draws, picks, units = {}, {}, {}, {}
+    for row, (task, metric) in GPIRT_ROWS.items():
+        if task not in summaries:
+            continue
+        column, scenario = summaries[task]["metrics"][metric], gpirt.scenario_data(params, task)
+        scores = column["scores"]
+        tasks[row] = {**gpirt.estimate_scenario(scenario, scores), "accuracy": column["accuracy"]}
+        if replicates:
+            units[task] = len(scores)
+            picks.setdefault(task, item_picks(seed, task, len(scores), replicates))
+            draws.update(row_draws(scenario, scores, picks[task], row))
+    summary = {"tasks": tasks, "mean_gpirt": float(np.mean([t["gpirt"] for t in tasks.values()]))}
+    if replicates:
+        gpirt_keys = [f"tasks/{row}/gpirt" for row in tasks]
+        draws["mean_gpirt"] = np.mean([draws[key] for key in gpirt_keys], axis=0)
+        resampled = "items within each task"
+        summary["intervals"] = interval_block(draws, seed, resampled, kept=gpirt_keys, units=units)
+    return summary
+
+
 def run(job: TinyBenchJob) -> None:
     tokenizer, model = job.load()
     folder = checkpoint_folder(job)
     summaries = {task: run_task(job, model, tokenizer, task, folder) for task in job.tasks}
     if job.irt_params is not None:
-        params = gpirt.load_params(job.irt_params)
-        tasks = {}
-        for row, (task, metric) in GPIRT_ROWS.items():
-            if task in summaries:
-                column = summaries[task]["metrics"][metric]
-                tasks[row] = {**gpirt.estimate(params, task, column["scores"]), "accuracy": column["accuracy"]}
+        summary = gpirt_summary(gpirt.load_params(job.irt_params), summaries, job.seed, REPLICATES)
         header = job.header("tinybench", params=job.irt_params)
-        mean = float(np.mean([t["gpirt"] for t in tasks.values()]))
-        write_json(Path(job.out_dir) / "summary.json", {**header, "tasks": tasks, "mean_gpirt": mean})
+        write_json(Path(job.out_dir) / "summary.json", {**header, **summary})
     generates = any(not TASKS[task].loglik for task in job.tasks)
     generation = job.generation(sampling=False) if generates else None
     job.write_provenance(model, tokenizer, generation, irt_params=job.irt_params, **job.tasks)

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from calibft.artifacts.figures import save_figure
@@ -18,6 +19,8 @@ from calibft.artifacts.retention import (
     retention_transfer_table,
 )
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
+from calibft.evals import gpirt, paloma
+from calibft.evals.tinybench import gpirt_summary
 
 CONDITIONS = ("base", "soft", "hard")
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
@@ -359,6 +362,228 @@ def test_every_table_writes_its_three_files(tmp_path):
     assert (tmp_path / "retention_summary.csv").read_text().splitlines()[0] == (
         "Model / Task,TinyBenchmarks gp-IRT ↑ / Base,TinyBenchmarks gp-IRT ↑ / Soft,TinyBenchmarks gp-IRT ↑ / Hard"
     )
+
+
+# ---------------------------------------------------------------------------------------------- intervals
+# Summaries made by the evaluations' own producers (small replicate counts), so that every model's replicates are
+# drawn as a real job draws them: the same seed resamples the same items (documents) alike.
+
+REPLICATES = 40
+SEED = 11
+PARAMS = gpirt.synthetic_params(seed=3, n_seen=5)  # five anchors per scenario: five items per task
+ITEM_SCORES = {  # model -> condition -> task -> (metric -> the five items' scores)
+    "qwen": {
+        "base": {
+            "mmlu": [1, 0, 1, 1, 0],
+            "truthfulqa": [0.7, 0.2, 0.9, 0.4, 0.5],
+            "gsm8k": ([1, 0, 0, 1, 0], [1, 1, 0, 1, 0]),
+        },
+        "soft": {
+            "mmlu": [1, 1, 1, 0, 0],
+            "truthfulqa": [0.6, 0.3, 0.8, 0.1, 0.5],
+            "gsm8k": ([0, 0, 0, 1, 0], [0, 1, 0, 1, 0]),
+        },
+        "hard": {
+            "mmlu": [0, 1, 1, 1, 0],
+            "truthfulqa": [0.5, 0.5, 0.9, 0.2, 0.3],
+            "gsm8k": ([1, 0, 1, 1, 0], [1, 0, 1, 1, 1]),
+        },
+    },
+    "gemma": {
+        "base": {
+            "mmlu": [0, 0, 1, 1, 0],
+            "truthfulqa": [0.4, 0.1, 0.6, 0.3, 0.8],
+            "gsm8k": ([0, 1, 0, 0, 0], [0, 1, 1, 0, 0]),
+        },
+        "soft": {
+            "mmlu": [1, 0, 0, 1, 1],
+            "truthfulqa": [0.3, 0.2, 0.7, 0.6, 0.9],
+            "gsm8k": ([1, 1, 0, 0, 0], [1, 1, 0, 0, 1]),
+        },
+    },
+}
+METRICS_OF = {"mmlu": ("acc",), "truthfulqa": ("mc2",), "gsm8k": ("strict", "flexible")}
+TASK_KEYS = ["mmlu", "truthfulqa", "gsm8k_strict", "gsm8k_flexible"]  # the rows of GPIRT_ROWS scored, in order
+DOCUMENTS = {"ptb": 6, "wikitext_103": 9}  # documents per slice: the same for every model and condition
+
+
+def scored_tinybench(model, condition, seed=SEED):
+    """A TinyBenchmarks summary.json as the job writes it (`gpirt_summary` over the tasks' scores.json)."""
+    summaries = {}
+    for task, columns in ITEM_SCORES[model][condition].items():
+        columns = columns if isinstance(columns, tuple) else (columns,)
+        metrics = {
+            metric: {"scores": [float(x) for x in scores], "accuracy": float(np.mean(scores))}
+            for metric, scores in zip(METRICS_OF[task], columns, strict=True)
+        }
+        summaries[task] = {"metrics": metrics}
+    summary = gpirt_summary(PARAMS, summaries, seed, REPLICATES)
+    return {"evaluation": "tinybench", "model": model, "condition": condition, **summary}
+
+
+def documents(model, condition):
+    """Per-document records of a PALOMA run: each model has its own tokens, each run its own NLLs."""
+    rng = np.random.default_rng(len(model) * 100 + CONDITIONS.index(condition))
+    records = []
+    for name, n in DOCUMENTS.items():
+        for i in range(n):
+            tokens = 20 + (7 * i + len(model)) % 13
+            nll = float(tokens * rng.uniform(1.0, 4.0 if name == "ptb" else 3.0))
+            records.append({"slice": name, "index": i, "nll": nll, "tokens": tokens, "bytes": 4 * tokens + i})
+    return records
+
+
+def scored_paloma(model, condition, seed=SEED):
+    """A PALOMA summary.json as the job writes it (`paloma.score` with replicates)."""
+    return paloma.score(
+        documents(model, condition),
+        list(DOCUMENTS),
+        replicates=REPLICATES,
+        bootstrap_seed=seed,
+        evaluation="paloma",
+        model=model,
+        condition=condition,
+    )
+
+
+@pytest.fixture(scope="module")
+def scored():
+    tinybench = {m: {c: scored_tinybench(m, c) for c in runs} for m, runs in ITEM_SCORES.items()}
+    paloma_runs = {m: {c: scored_paloma(m, c) for c in CONDITIONS} for m in MODEL_TITLES}
+    return tinybench, paloma_runs
+
+
+def span(table, group, title, row):
+    return table.intervals.loc[row, (group, title)]
+
+
+def paired_mean_interval(runs, key, condition, models=("qwen", "gemma")):
+    """By hand: the 2.5% and 97.5% quantiles over replicates i of the mean of the models' kept replicates i."""
+    draws = np.array([runs[m][condition]["intervals"]["draws"][key] for m in models], dtype=float)
+    mean = draws.mean(axis=0)
+    return [float(np.quantile(mean, 0.025)), float(np.quantile(mean, 0.975))]
+
+
+def test_intervals_keep_the_frames_shape_and_first_column(scored):
+    tinybench, paloma_runs = scored
+    tables = [
+        retention_transfer_table(tinybench, paloma_runs, MODEL_TITLES, CONDITION_TITLES),
+        retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES),
+        paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES),
+        paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES),
+    ]
+    for table in tables:
+        assert table.intervals is not None and table.intervals.shape == table.frame.shape, table.label
+        assert list(table.intervals.columns) == list(table.frame.columns), table.label
+        assert table.intervals.iloc[:, 0].isna().all(), table.label  # the row titles have no interval
+    assert tables[1].intervals.columns[0] == ("", "Model / Task")
+    assert tables[3].intervals.columns[0] == ("", "Slice")
+
+
+def test_run_cells_take_the_runs_intervals(scored):
+    tinybench, paloma_runs = scored
+    paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
+    del paloma_runs["gemma"]["soft"]
+    table = retention_transfer_table(tinybench, paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    models = paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    for row, model in enumerate(("qwen", "gemma")):
+        for condition, title in CONDITION_TITLES.items():
+            gp = tinybench[model].get(condition)
+            pal = paloma_runs[model].get(condition)
+            if gp is None:  # gemma: no hard TinyBenchmarks run
+                assert span(table, GPIRT, title, row) is None
+            else:
+                assert span(table, GPIRT, title, row) == gp["intervals"]["mean_gpirt"]
+                low, high = gp["intervals"]["mean_gpirt"]
+                assert low <= cell(table, GPIRT, title, row) <= high
+            if pal is None:  # gemma: no soft PALOMA run
+                assert span(table, PPL, title, row) is None
+                assert span(models, PPL, title, row) is None and span(models, BPB, title, row) is None
+            else:
+                assert span(table, PPL, title, row) == pal["intervals"]["pooled/perplexity"]
+                assert span(models, PPL, title, row) == pal["intervals"]["pooled/perplexity"]
+                assert span(models, BPB, title, row) == pal["intervals"]["pooled/bits_per_byte"]
+                low, high = pal["intervals"]["pooled/bits_per_byte"]
+                assert low <= cell(models, BPB, title, row) <= high
+
+
+def test_retention_table_task_rows_take_the_interval_of_the_mean_over_models(scored):
+    tinybench, _ = scored
+    table = retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES)
+    titles = ["MMLU", "TruthfulQA", "GSM8K Strict", "GSM8K Flex"]
+    assert first_column(table) == ["Qwen3-0.6B", "Gemma-3-1B-it", *titles]
+    assert list(table.shaded) == [False, False, True, True, True, True]
+    for row, model in enumerate(("qwen", "gemma")):  # the model rows: each run's own interval of its mean
+        for condition, title in CONDITION_TITLES.items():
+            run = tinybench[model].get(condition)
+            assert span(table, GPIRT, title, row) == (None if run is None else run["intervals"]["mean_gpirt"])
+    for row, task in enumerate(TASK_KEYS, start=2):
+        key = f"tasks/{task}/gpirt"
+        for condition in ("base", "soft"):
+            title = CONDITION_TITLES[condition]
+            want = paired_mean_interval(tinybench, key, condition)
+            assert span(table, GPIRT, title, row) == pytest.approx(want), (task, condition)
+            # not the mean of the models' intervals, which ignores that both resample the same items
+            ends = np.mean([tinybench[m][condition]["intervals"][key] for m in ("qwen", "gemma")], axis=0)
+            assert want != pytest.approx(list(ends))
+        assert span(table, GPIRT, "Hard", row) is None  # gemma has no hard run
+        assert math.isnan(cell(table, GPIRT, "Hard", row))
+
+
+def test_retention_table_task_rows_of_models_bootstrapped_unpaired_have_no_interval(scored):
+    tinybench, _ = scored
+    tinybench = {m: dict(runs) for m, runs in tinybench.items()}
+    tinybench["gemma"]["soft"] = scored_tinybench("gemma", "soft", seed=SEED + 1)  # other resamples of the items
+    table = retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES)
+    for row in range(2, 2 + len(TASK_KEYS)):
+        assert span(table, GPIRT, "Soft", row) is None
+        assert span(table, GPIRT, "Base", row) is not None
+        assert not math.isnan(cell(table, GPIRT, "Soft", row))  # the mean itself is still defined
+    assert span(table, GPIRT, "Soft", 1) == tinybench["gemma"]["soft"]["intervals"]["mean_gpirt"]
+
+
+def hand_slice_perplexities(model, condition, name, seed=SEED):
+    """[replicates] of a slice's perplexity, resampling its documents as the job does (the slice's seed, n of n
+    with replacement), from the per-document records."""
+    rows = [r for r in documents(model, condition) if r["slice"] == name]
+    nll = np.array([r["nll"] for r in rows])
+    tokens = np.array([r["tokens"] for r in rows], dtype=float)
+    picks = np.random.default_rng(paloma.slice_seed(seed, name)).integers(0, len(rows), size=(REPLICATES, len(rows)))
+    return np.exp(nll[picks].sum(axis=1) / tokens[picks].sum(axis=1))
+
+
+def test_paloma_slice_rows_take_the_interval_of_the_mean_over_models(scored):
+    _, paloma_runs = scored
+    paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
+    del paloma_runs["gemma"]["hard"]
+    table = paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    assert first_column(table) == ["WikiText-103", "PTB"]
+    for row, name in enumerate(("wikitext_103", "ptb")):
+        for condition in ("base", "soft"):
+            title = CONDITION_TITLES[condition]
+            for group, metric in ((PPL, "perplexity"), (BPB, "bits_per_byte")):
+                want = paired_mean_interval(paloma_runs, f"slices/{name}/{metric}", condition)
+                assert span(table, group, title, row) == pytest.approx(want), (name, condition, metric)
+            # from the documents: the same resamples of the slice for both models, replicate by replicate
+            mean = np.mean([hand_slice_perplexities(m, condition, name) for m in ("qwen", "gemma")], axis=0)
+            got = span(table, PPL, title, row)
+            assert got == pytest.approx([np.quantile(mean, 0.025), np.quantile(mean, 0.975)])
+            assert got[0] <= cell(table, PPL, title, row) <= got[1]
+        # a model without the run: no mean, no interval
+        assert span(table, PPL, "Hard", row) is None and span(table, BPB, "Hard", row) is None
+
+
+def test_paloma_slice_rows_of_models_bootstrapped_unpaired_have_no_interval(scored):
+    _, paloma_runs = scored
+    paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
+    paloma_runs["gemma"]["base"] = scored_paloma("gemma", "base", seed=SEED + 1)
+    slices = paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    for row in range(2):
+        assert span(slices, PPL, "Base", row) is None and span(slices, BPB, "Base", row) is None
+        assert span(slices, PPL, "Soft", row) is not None
+    # the run's own cells keep its interval, however it was seeded
+    models = paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    assert span(models, PPL, "Base", 1) == paloma_runs["gemma"]["base"]["intervals"]["pooled/perplexity"]
 
 
 # ---------------------------------------------------------------------------------------------- figures

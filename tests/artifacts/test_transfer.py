@@ -19,8 +19,10 @@ from calibft.artifacts.transfer import (
     representatives,
     truncate,
 )
+from calibft.evals.bootstrap import REPLICATES
 from calibft.evals.mcq import summarize
-from calibft.evals.noveltybench import utility
+from calibft.evals.noveltybench import bootstrap_seed, prompt_draws, utility
+from calibft.evals.noveltybench_run import split_summary
 
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
 MODEL_TITLES = {"qwen": "Qwen3-0.6B", "gemma": "Gemma-3-1B-it", "m1": "Model-One", "m2": "Model-Two"}
@@ -70,6 +72,11 @@ def cell(table, group, condition, row=0):
 
 def bold(table, group, condition, row=0):
     return bool(table.bold.loc[row, (group, condition)])
+
+
+def span(table, group, condition, row=0):
+    """The interval of a cell, located like `cell`."""
+    return table.intervals.loc[row, (group, condition)]
 
 
 # ---------------------------------------------------------------------------------------------- formats
@@ -248,6 +255,109 @@ def test_generative_distribution_table_checks_its_inputs():
     other = {"qwen": {"base": open_run(45.0, 0.569, threshold=0.5)}}
     table = generative_distribution_table(other, {}, {}, MODEL_TITLES, CONDITION_TITLES)
     assert table.frame.columns[1][0] == "Top-50% Support Size ↑"
+
+
+# ---------------------------------------------------------------------------------------------- intervals
+
+
+def with_intervals(runs, keys):
+    """The runs, each with an `intervals` entry of a distinct made-up interval per key (what its JSON holds)."""
+    out, i = {}, 0
+    for model, model_runs in runs.items():
+        out[model] = {}
+        for condition, run in model_runs.items():
+            i += 1
+            out[model][condition] = run | {
+                "intervals": {key: [i + k / 10, i + k / 10 + 0.05] for k, key in enumerate(keys)}
+            }
+    return out
+
+
+def test_mcq_table_cells_take_their_runs_intervals():
+    mcq = with_intervals(MCQ, ("parse_rate", "tv"))
+    table = mcq_table(mcq, MODEL_TITLES, CONDITION_TITLES)
+    assert table.intervals.shape == table.frame.shape
+    assert list(table.intervals.columns) == list(table.frame.columns)
+    for row, model in enumerate(("qwen", "gemma")):
+        assert span(table, "", "Model", row) is None
+        for condition, title in CONDITION_TITLES.items():
+            spans = mcq[model][condition]["intervals"]
+            assert span(table, "MCQ parse rate ↑", title, row) == spans["parse_rate"]
+            assert span(table, "MCQ TV ↓", title, row) == spans["tv"]
+    # a missing run and a run written without intervals: none
+    partial = {"qwen": {"base": mcq["qwen"]["base"], "soft": MCQ["qwen"]["soft"]}}
+    table = mcq_table(partial, MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard"))
+    assert span(table, "MCQ TV ↓", "Base") == mcq["qwen"]["base"]["intervals"]["tv"]
+    assert span(table, "MCQ TV ↓", "Soft") is None and span(table, "MCQ parse rate ↑", "Hard") is None
+
+
+def varied_rows(split, n, shift):
+    """n rows of a split whose utilities and distinct counts differ from prompt to prompt."""
+    return [nb_row(split, i, 1 + (3 * i + shift) % 9, distinct=1 + (5 * i + shift) % 10) for i in range(n)]
+
+
+# curated and WildChat differ in size and level, so that a weighted pool differs from an unweighted one
+VARIED = {
+    "qwen": {
+        "base": {"curated": varied_rows("curated", 12, 0), "wildchat": varied_rows("wildchat", 5, 4)},
+        "soft": {"curated": varied_rows("curated", 12, 2), "wildchat": varied_rows("wildchat", 5, 7)},
+    },
+    "gemma": {"base": {"curated": varied_rows("curated", 12, 5), "wildchat": varied_rows("wildchat", 5, 1)}},
+}
+
+
+def test_noveltybench_split_intervals_are_those_the_scoring_job_writes():
+    scores = {"qwen": VARIED["qwen"], "gemma": {"base": {"curated": VARIED["gemma"]["base"]["curated"]}}}
+    table = noveltybench_table(scores, MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard"))
+    assert table.intervals.shape == table.frame.shape
+    for row, model in enumerate(("qwen", "gemma")):
+        for condition, title in CONDITION_TITLES.items():
+            for split, split_title in (("curated", "Curated"), ("wildchat", "WildChat")):
+                rows = scores[model].get(condition, {}).get(split)
+                written = split_summary(rows, split)["intervals"] if rows else None  # the job's summary.json
+                for key, name in (("distinct", "Distinct"), ("utility", "Utility")):
+                    got = span(table, f"{split_title} {name} ↑", title, row)
+                    if written is None:  # gemma: no hard run, no WildChat rows
+                        assert got is None, (model, condition, split, key)
+                    else:
+                        assert got == pytest.approx(written[key]), (model, condition, split, key)
+                        assert got[0] < cell(table, f"{split_title} {name} ↑", title, row) < got[1]
+
+
+def test_pooled_utility_interval_weighs_the_splits_replicates_by_their_prompts():
+    scores = VARIED
+    open_ended = with_intervals(OPEN_ENDED, ("support", "unique_fraction"))
+    mcq = with_intervals(MCQ, ("parse_rate", "tv"))
+    table = generative_distribution_table(open_ended, mcq, scores, MODEL_TITLES, CONDITION_TITLES)
+    assert table.intervals.shape == table.frame.shape
+    support, unique, tv, utility_group = (
+        "Top-90% Support Size ↑",
+        "Unique Output Rate ↑",
+        "MCQ TV ↓",
+        "NoveltyBench Utility ↑",
+    )
+    for row, model in enumerate(("qwen", "gemma")):
+        for condition, title in CONDITION_TITLES.items():
+            assert span(table, support, title, row) == open_ended[model][condition]["intervals"]["support"]
+            assert span(table, unique, title, row) == open_ended[model][condition]["intervals"]["unique_fraction"]
+            assert span(table, tv, title, row) == mcq[model][condition]["intervals"]["tv"]
+            run = scores[model].get(condition)
+            if run is None:  # qwen and gemma have no hard NoveltyBench run, gemma no soft one
+                assert span(table, utility_group, title, row) is None
+                continue
+            sizes = {split: len(rows) for split, rows in run.items()}
+            utilities = {
+                split: prompt_draws(rows, bootstrap_seed(split), REPLICATES)["utility"] for split, rows in run.items()
+            }
+            pooled = (sizes["curated"] * utilities["curated"] + sizes["wildchat"] * utilities["wildchat"]) / 17
+            want = [float(np.quantile(pooled, 0.025)), float(np.quantile(pooled, 0.975))]
+            got = span(table, utility_group, title, row)
+            assert got == pytest.approx(want)
+            unweighted = (utilities["curated"] + utilities["wildchat"]) / 2
+            assert got != pytest.approx([np.quantile(unweighted, 0.025), np.quantile(unweighted, 0.975)])
+            mean = cell(table, utility_group, title, row)
+            assert mean == pytest.approx(mean_utility(run["curated"] + run["wildchat"]))
+            assert got[0] < mean < got[1]
 
 
 # ---------------------------------------------------------------------------------------------- qualitative cases

@@ -466,3 +466,72 @@ def test_cli_refuses_an_unknown_task(capsys, files):
     with pytest.raises(SystemExit) as exit_info:
         main(["gpirt", "--params", str(files["params"]), "--task", "boolq", "--scores", str(files["arc"])])
     assert exit_info.value.code == 2 and "invalid choice: 'boolq'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The batched likelihood and the bootstrap's resampled estimates
+
+
+def _random_problems(count: int):
+    """Problems of every shape the fits meet: 1-11 dimensions, 5-120 items, scales from flat to saturating (many
+    terms clipped), binary and continuous scores."""
+    rng = np.random.default_rng(0)
+    for k in range(count):
+        D, n = int(rng.integers(1, 12)), int(rng.integers(5, 121))
+        A = rng.normal(size=(D, n)) * rng.uniform(0.1, 20.0)
+        B = rng.normal(size=n) * rng.uniform(0.1, 20.0)
+        y = rng.random(n) if k % 3 == 0 else (rng.random(n) < rng.uniform(0, 1)).astype(float)
+        yield A, B, y
+
+
+def test_the_batched_likelihood_is_each_single_one_bit_for_bit():
+    rng = np.random.default_rng(1)
+    for A, B, y in _random_problems(40):
+        thetas = rng.normal(size=(7, A.shape[0])) * 5
+        batched = gpirt.batch_negative_log_likelihood(thetas, A, B, y)
+        assert batched.tolist() == [gpirt.negative_log_likelihood(theta, A, B, y) for theta in thetas]
+
+
+def test_a_batched_fit_takes_the_steps_of_the_plain_fit():
+    """The same values at every finite-difference point, so BFGS stops at the same theta, to the last bit."""
+    for A, B, y in _random_problems(60):
+        assert gpirt.fit_theta(A, B, y, batched=True).tolist() == gpirt.fit_theta(A, B, y).tolist()
+
+
+@pytest.mark.parametrize("task", ["mmlu", "gsm8k", "truthfulqa"])
+def test_resampling_every_anchor_once_in_order_is_the_estimate(params, task):
+    scenario = gpirt.scenario_data(params, task)
+    scores = scores_for(task, seed=6)
+    point = gpirt.estimate_scenario(scenario, scores)
+    replicate = gpirt.resampled_estimates(scenario, scores, np.arange(100)[None, :])
+    assert {key: values.shape for key, values in replicate.items()} == {"irt": (1,), "pirt": (1,), "gpirt": (1,)}
+    assert {key: float(values[0]) for key, values in replicate.items()} == point  # the same fit and sums
+
+
+def test_a_resample_of_correct_anchors_has_the_sum_of_their_weights_as_irt(params):
+    scenario = gpirt.scenario_data(params, "winogrande")
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 100).astype(float)
+    correct = np.flatnonzero(y == 1)
+    picks = rng.choice(correct, size=(3, 100))  # only correct anchors, many picked several times
+    draws = gpirt.resampled_estimates(scenario, y, picks)
+    for i, row in enumerate(picks):
+        weights = 0.0
+        for j in row:
+            weights += float(scenario.anchor_weights[j])
+        assert draws["irt"][i] == pytest.approx(weights, rel=1e-9)
+    assert np.all(np.isfinite(draws["pirt"])) and np.all(np.isfinite(draws["gpirt"]))
+
+
+def test_the_irt_of_a_resample_with_repeats_weighs_each_pick(params):
+    scenario = gpirt.scenario_data(params, "hellaswag")
+    y = np.asarray(scores_for("hellaswag", seed=8))
+    picks = np.random.default_rng(3).integers(0, 100, size=(4, 100))
+    assert all(len(set(row.tolist())) < 100 for row in picks)  # every resample repeats some anchors
+    draws = gpirt.resampled_estimates(scenario, y, picks)
+    want = [sum(float(scenario.anchor_weights[j]) * float(y[j]) for j in row) for row in picks]
+    assert draws["irt"] == pytest.approx(want, rel=1e-9)
+    assert draws["irt"] == pytest.approx([np.dot(scenario.anchor_weights[row], y[row]) for row in picks], rel=1e-12)
+    # and gp-IRT mixes each replicate's irt and p-IRT with the scenario's lambda
+    mixed = scenario.lam * draws["irt"] + (1 - scenario.lam) * draws["pirt"]
+    assert draws["gpirt"] == pytest.approx(mixed, rel=1e-9)

@@ -1,9 +1,10 @@
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
-from calibft.evals.mcq import parse_mcq, run, sample_records, score, summarize
+from calibft.evals.mcq import parse_mcq, resampled_summaries, run, sample_records, score, summarize
 from calibft.io import read_jsonl
 from calibft.jobs import MCQ_PROMPT, MCQJob
 
@@ -152,6 +153,47 @@ def test_records_and_score_count_each_failure_kind():
     assert metrics["tv"] == pytest.approx(0.5)
 
 
+def _records(answers):
+    """Records whose texts parse to `answers` (None: a text that does not parse)."""
+    texts = [VALID.replace("Correct Answer: B", f"Correct Answer: {a}") if a else "hello" for a in answers]
+    return sample_records(texts, [True] * len(texts))
+
+
+def test_intervals_resample_the_generations_reproducibly_and_hold_the_estimates():
+    answers = ["A"] * 30 + ["B"] * 20 + ["C"] * 25 + ["D"] * 5 + [None] * 20
+    metrics = score(_records(answers), replicates=300, bootstrap_seed=7)
+    intervals = metrics["intervals"]
+    assert intervals == score(_records(answers), replicates=300, bootstrap_seed=7)["intervals"]
+    assert intervals != score(_records(answers), replicates=300, bootstrap_seed=8)["intervals"]
+    assert (intervals["seed"], intervals["replicates"], intervals["resampled"]) == (7, 300, "generations")
+    for key, value in [
+        ("parse_rate", 0.8),
+        ("tv", 0.1875),
+        *(("frequencies/" + k, v) for k, v in metrics["frequencies"].items()),
+    ]:
+        low, high = intervals[key]
+        assert low < value < high, key
+    assert "intervals" not in score(_records(answers))  # no replicates, no intervals
+
+
+def test_intervals_by_hand():
+    # every generation answers A: every resample does, so parse rate 1 and TV 0.75 in each
+    intervals = score(_records(["A"] * 12), replicates=50, bootstrap_seed=0)["intervals"]
+    assert intervals["parse_rate"] == pytest.approx([1.0, 1.0]) and intervals["tv"] == pytest.approx([0.75, 0.75])
+    # nothing parses: the TV and the frequencies are undefined in every replicate
+    intervals = score(_records([None] * 5), replicates=50, bootstrap_seed=0)["intervals"]
+    assert intervals["parse_rate"] == pytest.approx([0.0, 0.0]) and intervals["tv"] is None
+    assert intervals["undefined"]["tv"] == 50 and intervals["undefined"]["parse_rate"] == 0
+    # each replicate is `summarize` of its resample
+    answers = ["A", "B", None, "B"]
+    draws = resampled_summaries(answers, np.random.default_rng(1), 20)
+    picks = np.random.default_rng(1).integers(0, 4, size=(20, 4))
+    for i, row in enumerate(picks):
+        summary = summarize([answers[j] for j in row])
+        assert draws["parse_rate"][i] == pytest.approx(summary["parse_rate"])
+        assert draws["tv"][i] == pytest.approx(np.nan if summary["tv"] is None else summary["tv"], nan_ok=True)
+
+
 @pytest.fixture(scope="module")
 def mcq_run(tmp_path_factory, briefly_trained_model):
     root = tmp_path_factory.mktemp("mcq")
@@ -165,7 +207,7 @@ def mcq_run(tmp_path_factory, briefly_trained_model):
 
 
 def test_mcq_job_stores_every_generation_and_recomputable_metrics(mcq_run):
-    root, _ = mcq_run
+    root, job = mcq_run
     records = read_jsonl(root / "base" / "generations.jsonl.gz")
     assert [r["index"] for r in records] == list(range(24))
     assert all(r["answer"] is None and r["reason"] for r in records)  # a tiny model writes no MCQ
@@ -175,6 +217,10 @@ def test_mcq_job_stores_every_generation_and_recomputable_metrics(mcq_run):
     assert {k: v for k, v in score(records).items()} == {
         k: metrics[k] for k in ("n", "parsed", "parse_rate", "frequencies", "tv", "failures")
     }
+    # the job's intervals: over its generations, seeded by the job's seed, model and condition
+    seed = job.seed_of("bootstrap", "mcq")
+    assert metrics["intervals"] == score(records, replicates=1000, bootstrap_seed=seed)["intervals"]
+    assert metrics["intervals"]["parse_rate"] == [0.0, 0.0] and metrics["intervals"]["tv"] is None
     assert metrics["job"]["prompt"] == MCQ_PROMPT
 
 

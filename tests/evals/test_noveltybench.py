@@ -13,13 +13,16 @@ from transformers import (
 from calibft.demo.tiny_evaluators import TinyEvaluatorSettings
 from calibft.demo.tiny_evaluators import similarity_classifier as tiny_similarity_classifier
 from calibft.demo.tiny_model import reproducible
+from calibft.evals.bootstrap import percentile_interval
 from calibft.evals.noveltybench import (
     THRESHOLDS,
+    bootstrap_seed,
     classifier_inputs,
     distinct,
     gains,
     lexically_equivalent,
     partition,
+    prompt_draws,
     rating,
     ratings,
     reward_ids,
@@ -30,6 +33,7 @@ from calibft.evals.noveltybench import (
     summarize_prompts,
     utility,
 )
+from calibft.evals.noveltybench_run import split_summary
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",
@@ -180,6 +184,34 @@ def test_summarize_prompts():
     assert s["pooled"] == {"n_prompts": 3, "utility": pytest.approx(5.0), "distinct": 4.0}  # by prompt, not split
     with pytest.raises(ValueError):
         summarize_prompts([])
+
+
+def test_prompt_draws_resample_the_prompts_by_hand():
+    rows = [{"utility": u, "distinct": d} for u, d in [(1.0, 2), (3.0, 4), (8.0, 9)]]
+    draws = prompt_draws(rows, seed=5, replicates=30)
+    picks = np.random.default_rng(5).integers(0, 3, size=(30, 3))  # the same resamples
+    assert draws["utility"] == pytest.approx(np.array([1.0, 3.0, 8.0])[picks].mean(axis=1))
+    assert draws["distinct"] == pytest.approx(np.array([2.0, 4.0, 9.0])[picks].mean(axis=1))
+    same = prompt_draws([{"utility": 0.5, "distinct": 3}] * 4, seed=1, replicates=10)
+    assert same["utility"] == pytest.approx(np.full(10, 0.5)) and same["distinct"] == pytest.approx(np.full(10, 3.0))
+
+
+def test_a_split_summary_has_seeded_intervals_that_hold_its_means():
+    rng = np.random.default_rng(0)
+    rows = [
+        {"split": "curated", "utility": u, "distinct": d}
+        for u, d in zip(rng.random(40), rng.integers(1, 11, 40), strict=True)
+    ]
+    summary = split_summary(rows, "curated", replicates=300)
+    intervals = summary["intervals"]
+    assert intervals == split_summary(rows, "curated", replicates=300)["intervals"]
+    assert intervals["seed"] == bootstrap_seed("curated") != bootstrap_seed("wildchat")
+    assert intervals["units"] == {"curated": 40} and intervals["resampled"] == "prompts"
+    for key in ("utility", "distinct"):
+        low, high = intervals[key]
+        assert low < summary[key] < high
+        assert intervals[key] == percentile_interval(prompt_draws(rows, bootstrap_seed("curated"), 300)[key])
+    assert "intervals" not in split_summary(rows, "curated", replicates=0)
 
 
 # ---- similarity classifier -------------------------------------------------------------------------------

@@ -207,6 +207,10 @@ def test_scores_recompute_from_the_generations_and_the_evaluators(scored, evalua
     assert summary["evaluation"] == "noveltybench" and summary["split"] == "curated" and summary["n_prompts"] == 3
     assert summary["utility"] == pytest.approx(np.mean([r["utility"] for r in rows]))
     assert summary["distinct"] == pytest.approx(np.mean([r["distinct"] for r in rows]))
+    for key in ("utility", "distinct"):  # over resamples of the split's prompts
+        low, high = summary["intervals"][key]
+        assert low <= summary[key] <= high
+    assert summary["intervals"] == noveltybench_run.split_summary(rows, "curated")["intervals"]
 
 
 def test_scoring_is_deterministic(scored):

@@ -13,7 +13,9 @@ from calibft.evals.open_ended import (
     first_token_support,
     load_prompts,
     normalize,
+    resampled_distinct,
     run,
+    sample_records,
     score,
     unique_fraction,
 )
@@ -140,6 +142,45 @@ def _job(root: Path, out: str, **changes) -> OpenEndedJob:
     return replace(job, **changes)
 
 
+def _scored(answers_by_prompt, supports, **bootstrap):
+    """`score` of hand-made samples: per prompt its answers (as texts) and its support at every threshold."""
+    prompts = [f"Name a random thing {i}. Output ONLY the answer." for i in range(len(answers_by_prompt))]
+    records = [
+        record
+        for i, (prompt, texts) in enumerate(zip(prompts, answers_by_prompt, strict=True))
+        for record in sample_records(i, prompt, texts, np.ones(len(texts), dtype=bool))
+    ]
+    rows = [{"prompt_index": i, "support": [s, s]} for i, s in enumerate(supports)]
+    return score(prompts, records, rows, [0.5, 0.9], 0.9, **bootstrap)
+
+
+def test_resampled_distinct_counts_the_distinct_non_empty_answers_of_each_resample():
+    answers = ["Paris", "", "Rome", "Paris", "Oslo", ""]
+    draws = resampled_distinct(answers, np.random.default_rng(3), 40)
+    picks = np.random.default_rng(3).integers(0, len(answers), size=(40, len(answers)))
+    assert draws.tolist() == [len({answers[j] for j in row} - {""}) for row in picks]
+
+
+def test_intervals_resample_samples_within_prompts_reproducibly():
+    answers = [["a", "b", "a", "c", "", "d", "a", "b"], ["x"] * 5 + ["y"] * 3, ["p", "q", "r", "s", "t", "u"]]
+    metrics = _scored(answers, [3, 10, 7], replicates=400, bootstrap_seed=11)
+    intervals = metrics["intervals"]
+    assert intervals == _scored(answers, [3, 10, 7], replicates=400, bootstrap_seed=11)["intervals"]
+    assert intervals != _scored(answers, [3, 10, 7], replicates=400, bootstrap_seed=12)["intervals"]
+    low, high = intervals["unique_fraction"]
+    assert low < metrics["aggregate"]["unique_fraction"] < high
+    # the support comes from one forward pass: no sampling spread, its interval is its value
+    assert intervals["support"] == pytest.approx([20 / 3, 20 / 3])
+    assert intervals["resampled"] == "samples within prompts" and intervals["replicates"] == 400
+
+
+def test_intervals_by_hand():
+    # one answer repeated: every resample has one distinct answer in 4 samples; an all-empty prompt has none
+    intervals = _scored([["Paris"] * 4, [""] * 4], [2, 4], replicates=50, bootstrap_seed=0)["intervals"]
+    assert intervals["unique_fraction"] == pytest.approx([0.125, 0.125])  # mean of 1/4 and 0/4
+    assert "intervals" not in _scored([["Paris"] * 4], [2])  # no replicates, no intervals
+
+
 @pytest.fixture(scope="module")
 def evaluated(workdir) -> Path:
     run(_job(workdir, "base"))
@@ -188,6 +229,10 @@ def test_metrics_recompute_from_the_stored_files(evaluated):
     assert aggregate["support_by_threshold"] == pytest.approx(np.mean([s["support"] for s in supports], axis=0))
     recomputed = score(PROMPTS, samples, supports, metrics["thresholds"])
     assert {k: recomputed[k] for k in ("aggregate", "prompts")} == {k: metrics[k] for k in ("aggregate", "prompts")}
+    # the intervals too, from the job's bootstrap seed (its seed, model and condition)
+    seed = _job(evaluated.parent, "base").seed_of("bootstrap", "open_ended")
+    again = score(PROMPTS, samples, supports, metrics["thresholds"], replicates=1000, bootstrap_seed=seed)
+    assert metrics["intervals"] == again["intervals"] and metrics["intervals"]["seed"] == seed
 
 
 def test_same_seed_same_bytes_other_seed_other_samples(workdir, evaluated):

@@ -5,9 +5,12 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from calibft.evals import bootstrap
+from calibft.evals.bootstrap import percentile_interval, resample_indices, resampled_sums
 from calibft.evals.paloma import (
     SLICES,
     Totals,
@@ -17,6 +20,8 @@ from calibft.evals.paloma import (
     run,
     score,
     slice_records,
+    slice_seed,
+    slice_sums,
     summarize,
     windows,
 )
@@ -24,6 +29,7 @@ from calibft.io import read_jsonl, write_jsonl
 from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
 from calibft.models import load_model, load_tokenizer
 from calibft.protocol import resolve
+from calibft.seeds import seed_for
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Then it ran into the forest and was never seen again.",
@@ -409,3 +415,149 @@ def test_records_take_the_jobs_numerics(tiny, workdir, briefly_trained_model, mo
         job = _job(workdir, briefly_trained_model, "unused", protocol=resolve({"switches": {"numerics": numerics}}))
         slice_records(model, tokenizer, "ptb", TEXTS, job)
     assert seen == ["fp32", "logits_dtype"]
+
+
+# bootstrap intervals
+
+# ptb: nine documents (a whitespace one of two tokens, a one-token one); c4_en: five; mc4: none; wikitext_103: only
+# empty ones, one of them whitespace with a token scored
+BOOTSTRAP_SLICES = ["ptb", "c4_en", "mc4", "wikitext_103"]
+PTB = [(3.7, 4, 19), (1.25, 2, 7), (0.5, 1, 3), (0.0, 0, 1), (9.0, 8, 30), (2.2, 3, 11), (5.5, 6, 21), (0.75, 1, 4)]
+BOOTSTRAP_RECORDS = [
+    *(
+        {"slice": "ptb", "index": i, "nll": nll, "tokens": tokens, "bytes": n_bytes, "empty": i == 2}
+        for i, (nll, tokens, n_bytes) in enumerate(PTB)
+    ),
+    {"slice": "ptb", "index": 8, "nll": 12.5, "tokens": 11, "bytes": 40, "empty": False},
+    *(
+        {"slice": "c4_en", "index": i, "nll": 1.5 * (i + 1), "tokens": i + 1, "bytes": 3 * i + 5, "empty": False}
+        for i in range(5)
+    ),
+    {"slice": "wikitext_103", "index": 0, "nll": 0.0, "tokens": 0, "bytes": 0, "empty": True},
+    {"slice": "wikitext_103", "index": 1, "nll": 0.4, "tokens": 1, "bytes": 2, "empty": True},
+]
+
+
+def _loop_totals(records, name: str, empty_documents: str, seed: int, replicates: int) -> list[tuple[float, int, int]]:
+    """By hand: each replicate's (NLL, tokens, bytes) of the slice's documents at the indices that the slice's
+    generator draws, document by document (a skipped empty document adds nothing)."""
+    rows = [r for r in records if r["slice"] == name]
+    if not rows:
+        return [(0.0, 0, 0)] * replicates
+    picks = resample_indices(np.random.default_rng(slice_seed(seed, name)), len(rows), replicates)
+    totals = []
+    for row in picks:
+        nll, tokens, n_bytes = 0.0, 0, 0
+        for j in row:
+            if empty_documents == "skip" and rows[j]["empty"]:
+                continue
+            nll, tokens, n_bytes = nll + rows[j]["nll"], tokens + rows[j]["tokens"], n_bytes + rows[j]["bytes"]
+        totals.append((nll, tokens, n_bytes))
+    return totals
+
+
+def _loop_metrics(totals) -> dict[str, list[float | None]]:
+    return {
+        "perplexity": [math.exp(nll / tokens) if tokens else None for nll, tokens, _ in totals],
+        "bits_per_byte": [nll / (math.log(2) * n_bytes) if n_bytes else None for nll, _, n_bytes in totals],
+    }
+
+
+def _assert_replicates(got: list, want: list) -> None:
+    assert [v is None for v in got] == [v is None for v in want]
+    assert [v for v in got if v is not None] == pytest.approx([v for v in want if v is not None], rel=1e-9)
+
+
+@pytest.mark.parametrize("empty_documents", ["skip", "count"])
+def test_paloma_intervals_are_those_of_a_loop_over_the_same_resamples(empty_documents):
+    replicates, seed = 200, 9
+    summary = score(
+        BOOTSTRAP_RECORDS, BOOTSTRAP_SLICES, empty_documents=empty_documents, replicates=replicates, bootstrap_seed=seed
+    )
+    intervals = summary["intervals"]
+    totals = {
+        name: _loop_totals(BOOTSTRAP_RECORDS, name, empty_documents, seed, replicates) for name in BOOTSTRAP_SLICES
+    }
+    pooled = []  # replicate i: the sums of the slices' totals of their replicates i
+    for i in range(replicates):
+        nll, tokens, n_bytes = 0.0, 0, 0
+        for name in BOOTSTRAP_SLICES:
+            nll, tokens, n_bytes = nll + totals[name][i][0], tokens + totals[name][i][1], n_bytes + totals[name][i][2]
+        pooled.append((nll, tokens, n_bytes))
+    wanted = {f"slices/{name}": _loop_metrics(t) for name, t in totals.items()} | {"pooled": _loop_metrics(pooled)}
+    for prefix, metrics in wanted.items():
+        for metric, want in metrics.items():
+            key = f"{prefix}/{metric}"
+            if prefix != "pooled":  # the kept replicates, one by one
+                _assert_replicates(intervals["draws"][key], want)
+            expected = percentile_interval(want)
+            assert (intervals[key] is None) == (expected is None), key
+            if expected is not None:
+                assert intervals[key] == pytest.approx(expected, rel=1e-9), key
+            assert intervals["undefined"][key] == sum(v is None for v in want), key
+    # the resamples vary: the intervals are not those of one resample
+    assert intervals["slices/ptb/perplexity"][0] < summary["slices"]["ptb"]["perplexity"]
+    assert summary["slices"]["ptb"]["perplexity"] < intervals["slices/ptb/perplexity"][1]
+    if empty_documents == "count":  # two documents, one of them without bytes: some resamples pick it twice
+        assert 0 < intervals["undefined"]["slices/wikitext_103/bits_per_byte"] < replicates
+
+
+def test_slices_without_counted_documents_have_undefined_replicates():
+    replicates = 50
+    intervals = score(
+        BOOTSTRAP_RECORDS, BOOTSTRAP_SLICES, empty_documents="skip", replicates=replicates, bootstrap_seed=1
+    )["intervals"]
+    for name in ("mc4", "wikitext_103"):  # no document; only empty ones, skipped
+        for metric in ("perplexity", "bits_per_byte"):
+            key = f"slices/{name}/{metric}"
+            assert intervals[key] is None and intervals["undefined"][key] == replicates
+            assert intervals["draws"][key] == [None] * replicates
+    assert intervals["undefined"]["pooled/perplexity"] == 0 and intervals["pooled/perplexity"] is not None
+    # the units are every record of a slice, a skipped empty one too
+    assert intervals["units"] == {"ptb": 9, "c4_en": 5, "mc4": 0, "wikitext_103": 2}
+
+
+def test_paloma_intervals_keep_the_slice_draws_and_repeat_for_a_seed():
+    def bootstrapped(seed: int, replicates: int = 80) -> dict:
+        return score(BOOTSTRAP_RECORDS, BOOTSTRAP_SLICES, replicates=replicates, bootstrap_seed=seed, model="m")
+
+    summary = bootstrapped(3)
+    intervals = summary["intervals"]
+    metrics = ("perplexity", "bits_per_byte")
+    assert set(intervals["draws"]) == {f"slices/{name}/{m}" for name in BOOTSTRAP_SLICES for m in metrics}
+    pooled = {"pooled/perplexity", "pooled/bits_per_byte"}
+    assert {key for key in intervals if "/" in key} == {*intervals["draws"], *pooled}
+    assert (intervals["seed"], intervals["replicates"], intervals["level"]) == (3, 80, 0.95)
+    assert intervals["resampled"] == "documents within each slice"
+    assert bootstrapped(3) == summary
+    other = bootstrapped(4)["intervals"]
+    assert other["slices/ptb/perplexity"] != intervals["slices/ptb/perplexity"]
+    assert other["pooled/bits_per_byte"] != intervals["pooled/bits_per_byte"]
+    # each slice draws from a seed of the run's seed and the slice alone
+    assert slice_seed(3, "ptb") == seed_for(3, "bootstrap", "paloma", "ptb") != slice_seed(3, "c4_en")
+    # without replicates: the same figures, no intervals
+    plain = score(BOOTSTRAP_RECORDS, BOOTSTRAP_SLICES, model="m")
+    assert "intervals" not in plain and plain == {k: v for k, v in summary.items() if k != "intervals"}
+
+
+def test_resampled_sums_in_several_blocks_sum_n_rows_each(monkeypatch):
+    monkeypatch.setattr(bootstrap, "BLOCK_CELLS", 10)  # 4 rows: 2 replicates a block, 5 blocks for 9 replicates
+    sums = resampled_sums(np.ones((4, 2)), np.random.default_rng(0), 9)
+    assert sums.shape == (9, 2) and np.array_equal(sums, np.full((9, 2), 4.0))
+    # rows 1, 10, 100, 1000: a sum's decimal digits count the draws of each row, 4 in all
+    values = np.array([[1.0], [10.0], [100.0], [1000.0]])
+    sums = resampled_sums(values, np.random.default_rng(7), 9)[:, 0]
+    counts = [[int(s) // 10**d % 10 for d in range(4)] for s in sums]
+    assert all(sum(c) == 4 for c in counts) and all(s == int(s) for s in sums)
+    rng = np.random.default_rng(7)  # the blocks: 2, 2, 2, 2 and 1 replicates, drawn one after the other
+    blocks = [values[resample_indices(rng, 4, size)].sum(axis=1)[:, 0] for size in (2, 2, 2, 2, 1)]
+    assert sums == pytest.approx(np.concatenate(blocks), rel=1e-12)
+    assert len({tuple(c) for c in counts}) > 1
+    # more rows than BLOCK_CELLS: one replicate at a time
+    many = resampled_sums(np.ones((25, 1)), np.random.default_rng(1), 3)
+    assert np.array_equal(many, np.full((3, 1), 25.0))
+    # a slice's sums come in the same blocks: here one replicate at a time
+    blocked = slice_sums(BOOTSTRAP_RECORDS[:9], "count", 5, 7)
+    rng = np.random.default_rng(5)
+    ptb = np.array([[r["nll"], r["tokens"], r["bytes"]] for r in BOOTSTRAP_RECORDS[:9]])
+    assert blocked == pytest.approx(np.concatenate([ptb[resample_indices(rng, 9, 1)].sum(axis=1) for _ in range(7)]))

@@ -10,7 +10,8 @@ import torch
 
 from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.evals import tinybench
-from calibft.evals.gpirt import estimate, load_params, write_synthetic_params
+from calibft.evals.bootstrap import percentile_interval
+from calibft.evals.gpirt import estimate, load_params, synthetic_params, write_synthetic_params
 from calibft.evals.tinybench import (
     GPIRT_ROWS,
     STOP_STRINGS,
@@ -21,6 +22,7 @@ from calibft.evals.tinybench import (
     continuation_logliks,
     cut_generation,
     generate_answers,
+    gpirt_summary,
     gsm8k_answers,
     gsm8k_flexible,
     gsm8k_release_flexible,
@@ -30,6 +32,7 @@ from calibft.evals.tinybench import (
     gsm8k_target,
     hellaswag_choice,
     hellaswag_preprocess,
+    item_picks,
     main,
     mc2,
     normalize_gsm8k,
@@ -771,3 +774,109 @@ def test_job_validation(tmp_path, briefly_trained_model):
         tinybench.run(
             _job(tmp_path, briefly_trained_model, ["mmlu"], "o", tasks={"mmlu": str(tmp_path / "empty.jsonl")})
         )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Bootstrap intervals of summary.json (gpirt_summary)
+
+
+def _summaries(seed: int = 0) -> dict:
+    """scores.json of every task of `GPIRT_ROWS` as a job writes it: 100 scores per metric, and their mean."""
+    rng = np.random.default_rng(seed)
+    summaries: dict = {}
+    for task, metric in GPIRT_ROWS.values():
+        scores = rng.uniform(size=100) if metric == "mc2" else rng.integers(0, 2, 100).astype(float)
+        column = {"scores": scores.tolist(), "accuracy": float(np.mean(scores))}
+        summaries.setdefault(task, {"task": task, "metrics": {}})["metrics"][metric] = column
+    return summaries
+
+
+@pytest.fixture(scope="module")
+def irt_params() -> dict:
+    return synthetic_params(seed=4)
+
+
+@pytest.fixture(scope="module")
+def bootstrapped(irt_params) -> dict:
+    return gpirt_summary(irt_params, _summaries(), seed=13, replicates=60)
+
+
+def test_gpirt_summary_intervals_cover_every_row_and_the_mean(bootstrapped):
+    intervals = bootstrapped["intervals"]
+    figures = [f"tasks/{row}/{key}" for row in GPIRT_ROWS for key in ("irt", "pirt", "gpirt", "accuracy")]
+    how = {"level", "replicates", "seed", "resampled", "units", "undefined", "draws"}
+    assert set(intervals) == {*figures, "mean_gpirt", *how}
+    assert (intervals["replicates"], intervals["seed"], intervals["level"]) == (60, 13, 0.95)
+    assert intervals["units"] == {task: 100 for task, _ in GPIRT_ROWS.values()}
+    assert intervals["undefined"] == dict.fromkeys([*figures, "mean_gpirt"], 0)
+    for key in [*figures, "mean_gpirt"]:
+        low, high = intervals[key]
+        assert low < high, key
+    assert list(intervals["draws"]) == [f"tasks/{row}/gpirt" for row in GPIRT_ROWS]
+    assert all(len(values) == 60 for values in intervals["draws"].values())
+
+
+def test_the_mean_gpirt_replicates_are_the_means_of_the_rows_replicates(bootstrapped):
+    intervals = bootstrapped["intervals"]
+    rows = np.array([intervals["draws"][f"tasks/{row}/gpirt"] for row in GPIRT_ROWS])
+    assert rows.shape == (len(GPIRT_ROWS), 60)
+    for row in GPIRT_ROWS:  # each row's kept replicates make its interval
+        kept = intervals["draws"][f"tasks/{row}/gpirt"]
+        assert intervals[f"tasks/{row}/gpirt"] == pytest.approx(percentile_interval(kept), rel=1e-12)
+    means = [sum(rows[:, i]) / len(GPIRT_ROWS) for i in range(60)]
+    assert intervals["mean_gpirt"] == pytest.approx(percentile_interval(means), rel=1e-9)
+    # not the mean of the rows' intervals: the rows move together or apart, replicate by replicate
+    low, high = np.mean([intervals[f"tasks/{row}/gpirt"] for row in GPIRT_ROWS], axis=0)
+    assert intervals["mean_gpirt"] != pytest.approx([low, high], rel=1e-9)
+
+
+def test_gpirt_summary_intervals_repeat_for_a_seed_and_change_with_it(irt_params, bootstrapped):
+    assert gpirt_summary(irt_params, _summaries(), seed=13, replicates=60)["intervals"] == bootstrapped["intervals"]
+    other = gpirt_summary(irt_params, _summaries(), seed=14, replicates=60)["intervals"]
+    for key in ("tasks/mmlu/accuracy", "tasks/gsm8k_strict/gpirt", "mean_gpirt"):
+        assert other[key] != bootstrapped["intervals"][key], key
+    assert other["seed"] == 14
+
+
+def test_the_accuracy_interval_is_that_of_the_item_means_over_the_task_picks(bootstrapped):
+    summaries = _summaries()
+    for row, (task, metric) in GPIRT_ROWS.items():
+        scores = summaries[task]["metrics"][metric]["scores"]
+        picks = item_picks(13, task, 100, 60)
+        assert picks.shape == (60, 100) and picks.min() >= 0 and picks.max() <= 99
+        means = [sum(scores[j] for j in picks[i]) / 100 for i in range(60)]
+        assert bootstrapped["intervals"][f"tasks/{row}/accuracy"] == pytest.approx(percentile_interval(means), rel=1e-9)
+    # the picks depend on the seed and the task alone
+    assert np.array_equal(item_picks(13, "mmlu", 100, 60), item_picks(13, "mmlu", 100, 60))
+    assert not np.array_equal(item_picks(13, "mmlu", 100, 60), item_picks(13, "hellaswag", 100, 60))
+    assert not np.array_equal(item_picks(13, "mmlu", 100, 60), item_picks(14, "mmlu", 100, 60))
+
+
+def test_gsm8ks_strict_and_flexible_rows_resample_the_same_items(irt_params):
+    summaries = _summaries()
+    strict = summaries["gsm8k"]["metrics"]["strict"]
+    flexible = summaries["gsm8k"]["metrics"]["flexible"]
+    assert strict["scores"] != flexible["scores"]
+    summary = gpirt_summary(irt_params, {"gsm8k": summaries["gsm8k"]}, seed=21, replicates=40)
+    intervals = summary["intervals"]
+    assert list(summary["tasks"]) == ["gsm8k_strict", "gsm8k_flexible"] and intervals["units"] == {"gsm8k": 100}
+    picks = item_picks(21, "gsm8k", 100, 40)  # one draw of the task's items for both rows
+    for row, column in (("gsm8k_strict", strict), ("gsm8k_flexible", flexible)):
+        means = [sum(column["scores"][j] for j in picks[i]) / 100 for i in range(40)]
+        assert intervals[f"tasks/{row}/accuracy"] == pytest.approx(percentile_interval(means), rel=1e-9)
+    # with the same scores in both rows, the same picks give the same replicates, one by one
+    same = {"gsm8k": {"metrics": {"strict": strict, "flexible": strict}}}
+    draws = gpirt_summary(irt_params, same, seed=21, replicates=40)["intervals"]["draws"]
+    assert draws["tasks/gsm8k_strict/gpirt"] == pytest.approx(draws["tasks/gsm8k_flexible/gpirt"], rel=1e-12)
+    assert len(set(draws["tasks/gsm8k_strict/gpirt"])) > 30  # replicates that differ from one another
+
+
+def test_gpirt_summary_without_replicates_has_the_same_estimates_and_no_intervals(irt_params, bootstrapped):
+    plain = gpirt_summary(irt_params, _summaries(), seed=13, replicates=0)
+    assert "intervals" not in plain
+    assert plain == {key: bootstrapped[key] for key in ("tasks", "mean_gpirt")}
+    summaries = _summaries()
+    for row, (task, metric) in GPIRT_ROWS.items():
+        column = summaries[task]["metrics"][metric]
+        assert plain["tasks"][row] == {**estimate(irt_params, task, column["scores"]), "accuracy": column["accuracy"]}
+    assert plain["mean_gpirt"] == pytest.approx(np.mean([t["gpirt"] for t in plain["tasks"].values()]), rel=1e-12)

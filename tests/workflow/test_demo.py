@@ -219,21 +219,17 @@ def test_demo_renders_every_table_and_figure_of_the_registry(demo_data):
 
 
 def test_demo_reproduces_its_recorded_reference(demo_data):
-    """This machine's demo against the numbers that profiles/demo/reference.csv recorded: each structured cell
-    reads within (our interval, widened by the recorded run-to-run deviation over seeds and CPU feature sets,
-    holds the recorded number)."""
+    """This machine's demo against the numbers that profiles/demo/reference.csv recorded: each cell with a
+    recorded number reads within (our interval, widened by the recorded run-to-run deviation over seeds and CPU
+    feature sets, holds it), and every table has such cells."""
     reproduction = demo_data / "results" / "reproduction"
     summary = pd.read_csv(reproduction / "reproduction.csv").set_index("artifact")
     recorded = pd.read_csv(REPO / "profiles" / "demo" / "reference.csv")
     assert summary["cells"].to_dict() == recorded.groupby("artifact").size().to_dict()
-    assert summary["outside"].sum() == 0 and summary["not run"].sum() == 0
-    structured = [row.name for row in where(kind="table", reads=("structured",))]
-    structured += [row.name for row in where(kind="table", reads=("structured", "ssot"))]
-    structured += [row.name for row in where(kind="table", reads=("ablation",))]
-    for name in structured:
+    for name in summary.index:
         cells = pd.read_csv(reproduction / f"{name}.csv")
         assert set(cells["verdict"]) <= {"within", "no reference"}, name
-        assert (cells["verdict"] == "within").sum() >= 4, name
+        assert (cells["verdict"] == "within").sum() >= 3, name
 
 
 def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
