@@ -1,15 +1,19 @@
 """Pinned downloads: files the evaluations fetch at run time instead of copying them into the repository.
 
-Each `Asset` names one file by URL and SHA-256. `fetch` keeps it in a cache folder and hands back the cached
-copy whenever its checksum still matches, so a job on a compute node without network access runs once the
-file is there (downloaded on a login node, or placed by hand at the path the error message gives). A download
-goes to a temporary file next to its destination and is renamed only after its checksum matched, so a half
-written or wrong file never sits at the cache path. Where no checksum was published, the URL pins the file by
-a commit and `check` verifies its content instead (the file's SHA-256 is logged for the record).
+Each `Asset` names one file by URL and by its content's identity: its SHA-256, or its git blob id (the SHA-1
+that git names a file's content by, for a file known only from its repository). `fetch` keeps it in a cache
+folder and hands back the cached copy whenever its identity still matches, so a job on a compute node without
+network access runs once the file is there (downloaded on a login node, or placed by hand at the path the
+error message gives). A download goes to a temporary file next to its destination and is renamed only after
+its identity matched, so a half written or wrong file never sits at the cache path. The identity is verified
+before the file is read, so a content `check` (which parses it) sees only the pinned bytes. Where no identity
+is known, the URL pins the file by a commit and `check` verifies its content instead (the file's SHA-256 is
+logged for the record).
 
-Hugging Face repositories (the NoveltyBench evaluators) are fetched whole with `snapshot`, into a folder that
-the jobs load with `from_pretrained`; its errors say what to download and how, and how to get access to a
-gated repository.
+Hugging Face repositories (checkpoints, the NoveltyBench evaluators) are fetched whole with `snapshot`, into a
+folder that the jobs load with `from_pretrained`, and datasets with `export_dataset`; both download a commit
+(a branch goes through a lock file, calibft.locks) and stop when what they got is not that commit's content.
+Their errors say what to download and how, and how to get access to a gated repository.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -28,14 +33,17 @@ from pathlib import Path
 from calibft.io import atomic_path
 
 _CHUNK = 1 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
 class Asset:
-    """One pinned file: where it comes from, its SHA-256 (lowercase hex), and its name in the cache.
+    """One pinned file: where it comes from, its content's identity, and its name in the cache.
 
-    Without a published SHA-256 (`sha256=None`) the URL must pin a commit and `check` must verify the content
-    (it raises ValueError on a wrong file).
+    The identity is its SHA-256 or its git blob id (both lowercase hex). Without either, the URL must pin a
+    commit and `check` must verify the content (it raises ValueError on a wrong file). A `check` beside an
+    identity runs after the identity matched.
     """
 
     name: str  # what it is, for messages
@@ -43,20 +51,21 @@ class Asset:
     sha256: str | None
     filename: str
     check: Callable[[Path], None] | None = None
+    git_blob: str | None = None  # the file's git blob id in its repository (`git_blob_id`)
 
     def __post_init__(self) -> None:
-        if self.sha256 is None and self.check is None:
-            raise ValueError(f"asset {self.name!r}: without a sha256, a content check is needed")
-        if self.sha256 is not None and (
-            len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256)
-        ):
+        if self.sha256 is None and self.git_blob is None and self.check is None:
+            raise ValueError(f"asset {self.name!r}: without a sha256 or a git blob id, a content check is needed")
+        if self.sha256 is not None and not _SHA256.fullmatch(self.sha256):
             raise ValueError(f"asset {self.name!r}: sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
+        if self.git_blob is not None and not _SHA1.fullmatch(self.git_blob):
+            raise ValueError(f"asset {self.name!r}: git_blob must be 40 lowercase hex digits, got {self.git_blob!r}")
         if not self.filename or Path(self.filename).name != self.filename:
             raise ValueError(f"asset {self.name!r}: filename must be a plain file name, got {self.filename!r}")
 
 
 class AssetError(RuntimeError):
-    """An asset could not be provided: unreachable, or its download did not match the pinned checksum."""
+    """An asset could not be provided: unreachable, or its download is not the pinned content."""
 
 
 # The authors' 102 open-ended random-generation prompts (docs/metrics.md, Open-ended random generation), a JSON
@@ -122,7 +131,9 @@ def _tinybenchmarks_params(path: Path) -> None:
 
 
 # tinyBenchmarks' IRT parameters (docs/metrics.md, TinyBenchmarks and gp-IRT), a pickle of numpy arrays: at a
-# pinned commit of the tinyBenchmarks repository, which published no checksum; the content check loads it.
+# pinned commit of the tinyBenchmarks repository, which published no checksum but names the file's content by
+# its git blob id there. `fetch` verifies that id before the content check reads the pickle (with the
+# restricted unpickler of calibft.evals.gpirt), so no byte but the upstream file's is ever unpickled.
 TINYBENCHMARKS_PARAMS = Asset(
     name="tinyBenchmarks IRT parameters",
     url=(
@@ -132,6 +143,7 @@ TINYBENCHMARKS_PARAMS = Asset(
     sha256=None,
     filename="tinyBenchmarks.pkl",
     check=_tinybenchmarks_params,
+    git_blob="eb2a0276bafbfc02dbf46c459a1142ff9baeb8a6",
 )
 
 
@@ -144,16 +156,37 @@ def sha256_of(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def git_blob_id(path: str | os.PathLike) -> str:
+    """The file's git blob id, as `git hash-object` computes it: the SHA-1 of `blob {size}\\0` and the bytes."""
+    path = Path(path)
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def identity_mismatch(asset: Asset, path: str | os.PathLike) -> str | None:
+    """None when the file at `path` has the asset's pinned identity (or the asset pins none); otherwise what
+    differs, with both hashes: `expected git blob id X, got Y`."""
+    pinned = [("sha256", asset.sha256, sha256_of), ("git blob id", asset.git_blob, git_blob_id)]
+    for kind, expected, digest in pinned:
+        if expected is not None and (got := digest(path)) != expected:
+            return f"expected {kind} {expected}, got {got}"
+    return None
+
+
 def cache_path(asset: Asset, cache_dir: str | os.PathLike) -> Path:
     """Where `fetch` keeps the asset (and where a copy placed by hand must go)."""
     return Path(cache_dir) / asset.filename
 
 
 def fetch(asset: Asset, cache_dir: str | os.PathLike, timeout: float = 60.0) -> Path:
-    """The asset's cached file, downloaded first when it is missing or does not match its checksum.
+    """The asset's cached file, downloaded first when it is missing or is not the pinned content.
 
-    Raises `AssetError` when the URL cannot be read (saying how to place the file by hand) or when the
-    downloaded bytes do not match the pinned SHA-256 (the download is discarded).
+    Raises `AssetError` when the URL cannot be read (saying how to place the file by hand), when the downloaded
+    bytes do not have the pinned identity (both hashes and the URL; the download is discarded, unread), or when
+    they fail the content check.
     """
     target = cache_path(asset, cache_dir)
     if target.is_file() and _verified(asset, target):
@@ -166,13 +199,13 @@ def fetch(asset: Asset, cache_dir: str | os.PathLike, timeout: float = 60.0) -> 
             raise AssetError(
                 f"cannot download the {asset.name} ({asset.filename}) from {asset.url}: {err}. "
                 f"Without network access here, download it elsewhere and place it at {target.resolve()}; "
-                + (f"it is checked against sha256 {asset.sha256}" if asset.sha256 else "its content is checked")
+                + _how_checked(asset)
             ) from err
-        got = sha256_of(tmp)
-        if asset.sha256 is not None and got != asset.sha256:  # leaving the block by an exception deletes tmp
+        mismatch = identity_mismatch(asset, tmp)
+        if mismatch is not None:  # leaving the block by an exception deletes tmp
             raise AssetError(
-                f"the download of the {asset.name} from {asset.url} does not match its pinned checksum "
-                f"(expected sha256 {asset.sha256}, got {got}); it was deleted"
+                f"the download of the {asset.name} from {asset.url} is not the pinned file ({mismatch}); it was "
+                "deleted unread. Check the URL and the pinned hash in calibft/assets.py"
             )
         if asset.check is not None:
             try:
@@ -184,10 +217,22 @@ def fetch(asset: Asset, cache_dir: str | os.PathLike, timeout: float = 60.0) -> 
     return target
 
 
-def _verified(asset: Asset, path: Path) -> bool:
-    """Whether a cached copy is the asset: its checksum, or (without one) its content check."""
+def _how_checked(asset: Asset) -> str:
+    """How `fetch` verifies the asset, for the message that asks for a copy placed by hand."""
     if asset.sha256 is not None:
-        return sha256_of(path) == asset.sha256
+        return f"it is checked against sha256 {asset.sha256}"
+    if asset.git_blob is not None:
+        return f"it is checked against git blob id {asset.git_blob} (`git hash-object FILE` prints a file's)"
+    return "its content is checked"
+
+
+def _verified(asset: Asset, path: Path) -> bool:
+    """Whether a cached copy is the asset: its identity first (so that a wrong file is never parsed), then its
+    content check."""
+    if identity_mismatch(asset, path) is not None:
+        return False
+    if asset.check is None:
+        return True
     try:
         asset.check(path)
     except ValueError:
@@ -220,12 +265,13 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: s
     (logger `calibft.assets`) when the branch has moved upstream since.
 
     Raises `AssetError` that names the dataset and says what to do: for a gated dataset without a token or
-    without access, which terms to accept and how to pass the token; offline, how to export it elsewhere.
-    Raises `calibft.locks.LockError` for a corrupt lock file.
+    without access, which terms to accept and how to pass the token; offline, how to export it elsewhere; and
+    when `datasets` read another commit than the one asked for (both commits). Raises
+    `calibft.locks.LockError` for a corrupt lock file.
     """
     import logging
 
-    from datasets import load_dataset
+    from datasets import load_dataset_builder
     from huggingface_hub import HfApi
 
     from calibft.locks import locked_revision
@@ -258,7 +304,12 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: s
     if message is not None:
         logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
     with _hub_errors(f"{what} at revision {dataset.revision} (commit {commit})", gated, by_hand(commit)):
-        rows = load_dataset(dataset.path, dataset.name, split=dataset.split, revision=commit, token=token)
+        builder = load_dataset_builder(dataset.path, dataset.name, revision=commit, token=token)
+    # The builder's hash is the commit `datasets` resolved the revision to and reads the data files at.
+    _same_commit(builder.hash, commit, f"{what} from {page}")
+    with _hub_errors(f"{what} at revision {dataset.revision} (commit {commit})", gated, by_hand(commit)):
+        builder.download_and_prepare()
+        rows = builder.as_dataset(split=dataset.split)
     with atomic_path(out_file) as tmp:
         rows.to_json(tmp, lines=True, force_ascii=False)
     return commit
@@ -269,8 +320,10 @@ def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: s
 
     With a `lock_dir`, a `revision` that is not a commit goes through a lock file there, as in `export_dataset`.
 
-    Raises `AssetError` saying how to get access (gated repository) or how to download it by hand (offline),
-    and `calibft.locks.LockError` for a corrupt lock file.
+    Every file of the download is then verified (`verify_snapshot`): of that commit, with its content hash.
+
+    Raises `AssetError` saying how to get access (gated repository), how to download it by hand (offline), or
+    which file is not the commit's content (both hashes), and `calibft.locks.LockError` for a corrupt lock file.
     """
     import logging
 
@@ -299,7 +352,56 @@ def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: s
         logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
     with _hub_errors(f"{repo_id} (revision {revision}, commit {commit})", gated, by_hand(commit)):
         snapshot_download(repo_id, revision=commit, local_dir=folder)
+    verify_snapshot(folder, f"https://huggingface.co/{repo_id}", commit)
     return commit
+
+
+def _same_commit(got: str | None, expected: str, source: str) -> None:
+    """Raise `AssetError` when a download came from another commit than the one asked for (hex in any case)."""
+    if (got or "").lower() != expected.lower():
+        raise AssetError(
+            f"the download of {source} is not the commit asked for (expected commit {expected}, got {got}); "
+            "delete the output and run the rule again"
+        )
+
+
+# Where `snapshot_download(local_dir=...)` records each file's commit and hash: `{file}.metadata`, three lines
+# (commit, ETag, time). The Hub's ETag of a file is its content hash: the SHA-256 of an LFS file (weights), the
+# git blob id of a plain one (configs, tokenizers).
+_DOWNLOAD_RECORDS = Path(".cache") / "huggingface" / "download"
+
+
+def verify_snapshot(folder: str | os.PathLike, source: str, commit: str) -> int:
+    """Check that every file of a `snapshot_download` folder is the content of `commit`; returns how many.
+
+    Each file must have huggingface_hub's download record, of `commit`, and the hash in it must be the file's
+    own (SHA-256 or git blob id, as the record's hash is). Raises `AssetError` naming the file, both commits or
+    both hashes, and `source`, on the first that is not; and on a folder without files.
+    """
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).parts[0] != ".cache")
+    redo = f"delete {folder} and run the rule again"
+    if not files:
+        raise AssetError(f"the snapshot of {source} at commit {commit} in {folder} holds no files; {redo}")
+    for path in files:
+        name = path.relative_to(folder).as_posix()
+        record = folder / _DOWNLOAD_RECORDS / f"{name}.metadata"
+        try:
+            recorded_commit, etag = record.read_text(encoding="utf-8").splitlines()[:2]
+        except (OSError, ValueError) as err:
+            raise AssetError(
+                f"{path} in the snapshot of {source} has no readable download record {record} ({err}), so its "
+                f"commit cannot be verified; {redo}"
+            ) from err
+        _same_commit(recorded_commit.strip(), commit, f"{name} of {source}")
+        etag = etag.strip()
+        kind, got = ("sha256", sha256_of(path)) if _SHA256.fullmatch(etag) else ("git blob id", git_blob_id(path))
+        if got != etag:
+            raise AssetError(
+                f"{path} is not the content of {name} of {source} at commit {commit} (expected {kind} {etag}, "
+                f"got {got}); {redo}"
+            )
+    return len(files)
 
 
 @contextlib.contextmanager

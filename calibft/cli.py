@@ -11,6 +11,7 @@ from pathlib import Path
 
 from calibft import cpu, plan, reference, reproduction
 from calibft.artifacts.registry import ARTIFACTS
+from calibft.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
 from calibft.evals import gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
@@ -35,7 +36,15 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--tokenizer", required=True, help="tokenizer folder or Hugging Face id")
     cmd.add_argument("--id", required=True, help="the prompt id")
     cmd = commands.add_parser("gpirt", help="tinyBenchmarks irt, p-IRT and gp-IRT estimates from 100 item scores")
-    cmd.add_argument("--params", required=True, help="the tinyBenchmarks.pkl parameters file")
+    source = cmd.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--params", metavar="FILE", help="the upstream tinyBenchmarks.pkl, verified by its git blob id first"
+    )
+    source.add_argument(
+        "--own-params",
+        metavar="FILE",
+        help="your own parameters pickle in tinyBenchmarks.pkl's structure, not verified against the upstream file",
+    )
     cmd.add_argument("--task", required=True, choices=list(gpirt.TASKS))
     cmd.add_argument("--scores", required=True, help="JSON list of the 100 item scores in dataset row order")
     cmd = commands.add_parser(
@@ -116,8 +125,23 @@ def _trie(args: argparse.Namespace) -> None:
         )
 
 
+def _upstream_params(path: str) -> str:
+    """`path`, once verified to be the upstream tinyBenchmarks.pkl by its git blob id (before it is read)."""
+    mismatch = identity_mismatch(TINYBENCHMARKS_PARAMS, path)
+    if mismatch is not None:
+        raise ValueError(
+            f"{path} is not the upstream {TINYBENCHMARKS_PARAMS.filename} of {TINYBENCHMARKS_PARAMS.url} "
+            f"({mismatch}). To estimate with your own parameters file, pass it as --own-params {path} (it is "
+            "read by the same restricted unpickler)"
+        )
+    return path
+
+
 def _gpirt(args: argparse.Namespace) -> None:
-    _emit(gpirt.estimate(gpirt.load_params(args.params), args.task, gpirt.load_scores(args.scores)))
+    # Both files go through gpirt's restricted unpickler; the upstream one is verified before it is read.
+    scores = gpirt.load_scores(args.scores)  # checked first: the cheaper file, and the one more often wrong
+    path = args.own_params if args.params is None else _upstream_params(args.params)
+    _emit(gpirt.estimate(gpirt.load_params(path), args.task, scores))
 
 
 def _gpu_hours(args: argparse.Namespace) -> None:
@@ -138,7 +162,8 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 
 def _reference(args: argparse.Namespace) -> None:
     if args.record is not None:
-        paper = reference.read_csv((reference.REPOSITORY / "reference" / "paper.csv").read_text())
+        paper_csv = reference.REPOSITORY / "reference" / "paper.csv"
+        paper = reference.read_csv(paper_csv.read_text(), str(paper_csv))
         names = [row.name for row in reference.compared_rows(ARTIFACTS, list(paper))]
         sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))
         if args.machine is not None:

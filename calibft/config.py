@@ -6,6 +6,48 @@ import re
 
 from calibft.grid import prompts
 
+SCHEMA = "schemas/config.schema.yaml"
+
+
+def validate_config(config: dict, schema: str, source: str = "the config") -> None:
+    """Snakemake's `validate` (which also fills in the schema's defaults), with a failure reported as one
+    ValueError that names the config file, the key, what is wrong and what to add or change, before any job
+    starts. `source` is the config file(s), as the message names them."""
+    from jsonschema import ValidationError
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, schema)
+    except WorkflowError as err:
+        cause = err.__context__
+        if not isinstance(cause, ValidationError):
+            raise ValueError(f"{source} does not match {SCHEMA}: {err}") from err
+        raise ValueError(schema_error_message(cause, config, source)) from err
+
+
+def schema_error_message(error, config: dict, source: str) -> str:
+    """`{source}: {key}: {what is wrong}; {the fix}` of a jsonschema ValidationError."""
+    where = ".".join(str(part) for part in error.absolute_path) or "the top level"
+    if error.validator == "required":
+        missing = re.match(r"'([^']+)' is a required property", error.message)
+        name = missing.group(1) if missing else "?"
+        key = f"{where}.{name}" if error.absolute_path else name
+        described = error.schema.get("properties", {}).get(name, {}).get("description", "")
+        return f"{source}: {key} is missing ({error.message}); add {key}{_what_it_is(described, config)} (see {SCHEMA})"
+    described = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
+    return f"{source}: {where}: {error.message}; correct {where}{_what_it_is(described, config)} (see {SCHEMA})"
+
+
+def _what_it_is(description: str, config: dict) -> str:
+    """`: <description>`, with the known keys when it says `a key of <section>`."""
+    if not description:
+        return ""
+    key_of = re.search(r"a key of `?(\w+)`?", description)
+    known = config.get(key_of.group(1)) if key_of else None
+    keys = f" (known: {', '.join(known)})" if isinstance(known, dict) and known else ""
+    return f": {description.strip()}{keys}"
+
 
 def check_config(config: dict) -> None:
     """Raise ValueError naming the first key that refers to something the config does not define."""

@@ -29,6 +29,28 @@ class Prompt:
     prompt: str
 
 
+def read_prompts(path: str) -> list[Prompt]:
+    """The prompts of a prompts file (results/prompts/{split}.jsonl: one JSON object per prompt with `id`,
+    `family`, `params` and `prompt`). ValueError naming the file, the line and the fix when it is empty or a
+    line is not such a prompt (or not JSON: `read_jsonl`)."""
+    from calibft.io import read_jsonl, remake
+
+    records = read_jsonl(path)
+    if not records:
+        raise ValueError(f"{path} holds no prompts; {remake(path)}")
+    fields = {"id", "family", "params", "prompt"}
+    prompts = []
+    for i, record in enumerate(records):
+        if set(record) != fields or record["family"] not in FAMILIES or not isinstance(record["params"], dict):
+            raise ValueError(
+                f"{path}: prompt {i + 1} ({str(record)[:80]}) is not a prompt: expected exactly the fields "
+                f"{', '.join(sorted(fields))}, a family of {', '.join(FAMILIES)} and params as an object; "
+                f"{remake(path)}"
+            )
+        prompts.append(Prompt(**record))
+    return prompts
+
+
 def render_prompt(family_id: str, params: Mapping[str, float]) -> str:
     """The user message for a family and its parameters (every value printed as a Python float repr)."""
     family = FAMILIES[family_id]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -9,6 +10,8 @@ import os
 import shutil
 import sys
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -16,20 +19,43 @@ from typing import TypeVar
 
 import numpy as np
 
+# What a write raises when the disk (or the user's quota) is full.
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _disk_full(err: OSError, path: Path) -> OSError:
+    """The OSError of a full disk, saying where and what to do; `path` was left as it was."""
+    return OSError(
+        err.errno,
+        f"the disk is full: no space left in {path.parent} while writing {path} ({err.strerror or err}). Free "
+        f"space there (or move results/ to a larger disk) and rerun; {path} was left as it was, and the partial "
+        "file was removed",
+        str(path),
+    )
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; rename it onto `path` only if the block succeeds."""
+    """Yield a temporary path in the target's folder; rename it onto `path` only if the block succeeds.
+
+    If the block fails, `path` keeps its previous content and the temporary file is removed; a full disk is
+    reported as an OSError naming the file and its folder.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; results are shared like any file
         os.replace(tmp, path)
+    except OSError as err:
+        if err.errno in _DISK_FULL:
+            raise _disk_full(err, path) from err
+        raise
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
 
 
@@ -38,9 +64,10 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary folder beside `path`; once the block succeeds, it replaces `path` (a folder already
     there is moved aside first, then removed), so readers see the old folder or the new one, never a part."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    built = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent))
+    built = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        built = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent))
         yield built
         os.chmod(built, 0o777 & ~_umask())  # mkdtemp makes the folder private; results are shared like any folder
         old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
@@ -50,8 +77,13 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
             built.rename(path)
         finally:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        if err.errno in _DISK_FULL:
+            raise _disk_full(err, path) from err
+        raise
     finally:
-        shutil.rmtree(built, ignore_errors=True)
+        if built is not None:
+            shutil.rmtree(built, ignore_errors=True)
 
 
 def _umask() -> int:
@@ -69,10 +101,43 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> None:
             f.writelines(json.dumps(record) + "\n" for record in records)
 
 
+def remake(path: str | os.PathLike) -> str:
+    """What to do about a damaged file: the fix part of a loader's error."""
+    return (
+        f"if the workflow made it, delete it and rerun the rule that makes it (snakemake --cores 1 {path}); "
+        "if you wrote it, fix or replace it"
+    )
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """The JSON objects of a JSON Lines file (gzip-compressed when named `.gz`), blank lines skipped.
+
+    Raises ValueError naming the file, the line and the fix when a line is not a JSON object, or when a `.gz`
+    file is not gzip or was cut short (an interrupted copy or a full disk).
+    """
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    records, number = [], 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}, line {number}: not JSON ({err}); {remake(path)}") from err
+                if not isinstance(record, dict):
+                    raise ValueError(
+                        f"{path}, line {number}: a JSON {type(record).__name__}, not an object; {remake(path)}"
+                    )
+                records.append(record)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise ValueError(
+            f"{path} is not a complete gzip file (after line {number}: {err}), cut short or damaged; {remake(path)}"
+        ) from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}, line {number + 1}: not UTF-8 text ({err}); {remake(path)}") from err
+    return records
 
 
 def write_json(path: str | os.PathLike, obj: dict) -> None:
@@ -96,10 +161,31 @@ def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], metadata: d
         np.savez(f, **arrays, **meta)
 
 
-def load_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str | int]]:
-    with np.load(path) as data:
-        arrays = {name: data[name] for name in data.files if not name.startswith("meta_")}
-        metadata = {name[5:]: data[name].item() for name in data.files if name.startswith("meta_")}
+def load_npz(
+    path: str | os.PathLike, required: Sequence[str] = ()
+) -> tuple[dict[str, np.ndarray], dict[str, str | int]]:
+    """The arrays and metadata that `save_npz` wrote; ValueError naming the file and the fix when it is cut short,
+    damaged, not an `.npz`, or lacks one of the `required` arrays."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise ValueError("a single .npy array, not an .npz archive")
+            arrays = {name: data[name] for name in data.files if not name.startswith("meta_")}
+            metadata = {name[5:]: data[name].item() for name in data.files if name.startswith("meta_")}
+    except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError) as err:
+        if isinstance(err, OSError) and not isinstance(err, zipfile.BadZipFile) and err.errno is not None:
+            raise  # not there, or not readable: the OS's message names the file
+        reason = "it is empty" if isinstance(err, EOFError) else str(err)
+        if "pickled" in reason:  # neither a zip archive nor an .npy header: numpy took it for a pickle
+            reason = "not a zip archive"
+        raise ValueError(
+            f"{path} is not a readable .npz file ({reason}): cut short or damaged; {remake(path)}"
+        ) from err
+    missing = [name for name in required if name not in arrays]
+    if missing:
+        raise ValueError(
+            f"{path} lacks the arrays {', '.join(missing)}: it was made by another version; {remake(path)}"
+        )
     return arrays, metadata
 
 

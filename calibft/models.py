@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+
+# Where `snapshot_download(local_dir=...)` records each file it wrote (calibft.assets.verify_snapshot).
+_DOWNLOAD_RECORDS = Path(".cache") / "huggingface" / "download"
+
+
+def check_snapshot(folder: str | Path) -> None:
+    """Raise FileNotFoundError when a local snapshot folder lacks a file its download recorded (a file deleted
+    or a copy cut short), naming the folder, the files and how to fetch it again. Hugging Face ids, and folders
+    without download records (a model of your own), are left to `from_pretrained`."""
+    folder = Path(folder)
+    records = folder / _DOWNLOAD_RECORDS
+    if not records.is_dir():
+        return
+    missing = sorted(
+        name
+        for record in records.rglob("*.metadata")
+        if not (folder / (name := record.relative_to(records).as_posix()[: -len(".metadata")])).exists()
+    )
+    if missing:
+        raise FileNotFoundError(
+            f"{folder} is missing {', '.join(missing)}, which its download holds: the snapshot is incomplete. "
+            f"Delete {folder} and fetch it again (snakemake --cores 1 {folder})"
+        )
 
 
 def _gated(name_or_path: str | Path) -> PermissionError:
@@ -17,6 +42,7 @@ def load_tokenizer(name_or_path: str | Path):
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
     from transformers import AutoTokenizer
 
+    check_snapshot(name_or_path)
     try:
         return AutoTokenizer.from_pretrained(str(name_or_path))
     except GatedRepoError as err:
@@ -46,6 +72,7 @@ def load_model(
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if precision == "bf16" and device != "cpu" else torch.float32
+    check_snapshot(name_or_path)
     try:
         return AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype, device_map=device_map)
     except GatedRepoError as err:
@@ -61,12 +88,21 @@ def load_classifier(name_or_path: str | Path, precision: str = "bf16"):
 
     on_gpu = torch.cuda.is_available()
     dtype = torch.bfloat16 if precision == "bf16" and on_gpu else torch.float32
+    check_snapshot(name_or_path)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
             str(name_or_path), dtype=dtype, device_map="auto" if on_gpu else None
         )
     except GatedRepoError as err:
         raise _gated(name_or_path) from err
+    except (OSError, ValueError) as err:  # a folder without config.json or weights, or an id not on the Hub
+        if isinstance(err, ValueError) and "config.json" not in str(err):
+            raise
+        raise FileNotFoundError(
+            f"cannot load a classifier from {str(name_or_path)!r} ({err}); if it is a download under resources/hf/, "
+            f"delete it and fetch it again (snakemake --cores 1 {name_or_path}), else point the config at a folder "
+            "with config.json and the weights"
+        ) from err
     return model.eval()
 
 
@@ -137,8 +173,48 @@ def attach_lora(model, lora: dict):
     return get_peft_model(model, config, autocast_adapter_dtype=False)
 
 
+def check_adapter_base(adapter_dir: str | Path, base: str | Path) -> None:
+    """Raise ValueError when the adapter in `adapter_dir` was trained on another base model than `base` (by
+    its adapter_config.json's `base_model_name_or_path`), naming both and the fix; FileNotFoundError when the
+    folder holds no adapter_config.json, or ValueError when that file is not readable."""
+    config_file = Path(adapter_dir) / "adapter_config.json"
+    try:
+        trained_on = json.loads(config_file.read_text()).get("base_model_name_or_path")
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"{config_file} does not exist: {adapter_dir} is not a saved adapter; rerun the training that makes it "
+            f"(snakemake --cores 1 {config_file})"
+        ) from err
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as err:
+        raise ValueError(
+            f"{config_file} is not a readable adapter config ({err}); delete {adapter_dir} and rerun the training "
+            f"that makes it (snakemake --cores 1 {config_file})"
+        ) from err
+    if trained_on is None or _same_source(trained_on, base):
+        return
+    raise ValueError(
+        f"the adapter {adapter_dir} was trained on {trained_on!r}, not on the configured model {str(base)!r} "
+        f"(base_model_name_or_path of {config_file}): evaluate it with the model it was trained on, or delete "
+        f"{adapter_dir} and retrain it on this model (snakemake --cores 1 {config_file})"
+    )
+
+
+def _same_source(a: str | Path, b: str | Path) -> bool:
+    """Whether two model sources name the same checkpoint: equal as given, the same folder, or a Hugging Face id
+    and the workflow's snapshot of it (resources/hf/models/{id})."""
+    a, b = os.path.normpath(str(a)), os.path.normpath(str(b))
+    if a == b:
+        return True
+    if Path(a).exists() and Path(b).exists():
+        return Path(a).resolve() == Path(b).resolve()
+    hub_id, folder = (a, b) if len(a) < len(b) else (b, a)
+    return not Path(hub_id).exists() and folder.endswith(f"/{hub_id}")
+
+
 def load_adapter(model, adapter_dir: str | Path, trainable: bool = False):
-    """Attach a saved LoRA adapter to a base model."""
+    """Attach a saved LoRA adapter to a base model, after checking that it was trained on that model."""
     from peft import PeftModel
+
+    check_adapter_base(adapter_dir, getattr(model, "name_or_path", None) or model.config._name_or_path)
 
     return PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=trainable)

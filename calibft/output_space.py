@@ -189,5 +189,5 @@ class SpaceSet:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SpaceSet:
-        arrays, metadata = load_npz(path)
+        arrays, metadata = load_npz(path, required=("ids", "offsets", "values", "probs"))
         return cls(**arrays, metadata=metadata)

@@ -199,12 +199,38 @@ def to_csv(cells: Iterable[ReferenceCell]) -> str:
     return out.getvalue()
 
 
-def read_csv(text: str) -> Iterator[ReferenceCell]:
-    """The cells of `reference/paper.csv`."""
-    for row in csv.DictReader(io.StringIO(text)):
+CSV_COLUMNS = ("artifact", "panel", "block", "row", "column", "printed", "value", "tolerance", "bold")
+
+
+def read_csv(text: str, source: str = "reference/paper.csv") -> Iterator[ReferenceCell]:
+    """The cells of `reference/paper.csv` (or of a run's recorded CSV, `calibft reference --record`).
+
+    Raises ValueError naming `source`, the line and the fix at a header without the columns, a row with too
+    few or too many fields, or a value or tolerance that is not a number.
+    """
+    fix = (
+        "fix that line, or write the file again (calibft reference reference/paper_tables.tex > "
+        "reference/paper.csv, or calibft reference --record TABLES for a run)"
+    )
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [key for key in CSV_COLUMNS if key not in (reader.fieldnames or ())]
+    if missing:
+        raise ValueError(f"{source}, line 1: the header lacks the columns {', '.join(missing)}; {fix}")
+    for row in reader:
+        line = reader.line_num
+        if None in row or any(row[key] is None for key in CSV_COLUMNS):
+            fields = sum(value is not None for key, value in row.items() if key is not None) + len(row.get(None, ()))
+            raise ValueError(
+                f"{source}, line {line}: {fields} fields where the header has {len(reader.fieldnames)}; {fix}"
+            )
+        numbers = {}
+        for key in ("value", "tolerance"):
+            try:
+                numbers[key] = float(row[key]) if row[key] else None
+            except ValueError:
+                raise ValueError(f"{source}, line {line}: {key} {row[key]!r} is not a number; {fix}") from None
         yield ReferenceCell(
             **{key: row[key] for key in ("artifact", "panel", "block", "row", "column", "printed")},
-            value=float(row["value"]) if row["value"] else None,
-            tolerance=float(row["tolerance"]) if row["tolerance"] else None,
+            **numbers,
             bold=row["bold"] == "True",
         )

@@ -508,7 +508,7 @@ class TrieSet:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TrieSet:
-        arrays, metadata = load_npz(path)
+        arrays, metadata = load_npz(path, required=("ids", "node_offsets", "value_offsets", *_ARRAYS))
         return cls(**arrays, metadata=metadata)
 
 

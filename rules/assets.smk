@@ -1,5 +1,7 @@
-# Downloads from pinned URLs, checked against their sha256 and cached under resources/. They are local
-# rules: on a cluster they run where Snakemake runs (a login node), which is where the network is.
+# Downloads from pinned URLs, checked against their sha256 or git blob id (calibft.assets) and cached under
+# resources/; Hugging Face snapshots and datasets at a commit (a branch through resources/locks/), each file
+# checked against it. They are local rules: on a cluster they run where Snakemake runs (a login node), which
+# is where the network is.
 
 
 rule open_ended_prompts:

@@ -6,8 +6,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from snakemake.utils import validate
-
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
 # only), and shell commands find the `python` and `accelerate` that run Snakemake (a conda job's own
 # environment comes first). A job on a cluster node parses this file again and so sets the same paths.
@@ -31,7 +29,12 @@ from calibft.assets import (  # noqa: E402
     SSOT_PROMPTS,
     TINYBENCHMARKS_PARAMS,
 )
-from calibft.config import check_config, hub_checkpoints, tokenizer_source  # noqa: E402
+from calibft.config import (  # noqa: E402
+    check_config,
+    hub_checkpoints,
+    tokenizer_source,
+    validate_config,
+)
 from calibft.evals.tinybench_tasks import TASKS as TINYBENCH_TASKS  # noqa: E402
 from calibft.grid import SPLITS  # noqa: E402
 from calibft.jobs import (  # noqa: E402
@@ -48,7 +51,12 @@ from calibft.layout import Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
 from calibft.reference import compared_rows, read_csv  # noqa: E402
 
-validate(config, "../schemas/config.schema.yaml")
+# a config that does not match the schema stops here, before any job, naming the file, the key and the fix
+validate_config(
+    config,
+    os.path.join(workflow.basedir, "schemas", "config.schema.yaml"),
+    " and ".join(map(str, workflow.configfiles)) or "the config",
+)
 check_config(config)
 
 # ---------------------------------------------------------------------------------------------------------
@@ -448,7 +456,7 @@ def structured_outputs():
 
 # The reproduction report (calibft.reproduction): each compared table against the configured reference.
 REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
-REFERENCE_CELLS = list(read_csv(Path(REFERENCE).read_text()))
+REFERENCE_CELLS = list(read_csv(Path(REFERENCE).read_text(), source=str(REFERENCE)))
 REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
 
 

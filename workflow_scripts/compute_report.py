@@ -11,6 +11,6 @@ log = log_to(snakemake.log[0])
 params = snakemake.params
 runs = [tuple(run) for run in params.train_runs]
 rows = stage_costs(params.benchmarks, runs, params.objective, params.gpus, params.conditions)
-reference = read_csv(Path(snakemake.input.reference).read_text())
+reference = read_csv(Path(snakemake.input.reference).read_text(), snakemake.input.reference)
 written = write_table(compute_table(rows, reference, params.reference), Path(snakemake.output[0]).parent)
 log.info("compute per stage: %s", ", ".join(map(str, written)))

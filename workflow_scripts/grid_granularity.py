@@ -1,12 +1,11 @@
 from calibft.granularity import construction_costs, write_costs
-from calibft.grid import Prompt, evenly_spaced
-from calibft.io import read_jsonl
+from calibft.grid import evenly_spaced, read_prompts
 from calibft.models import load_tokenizer
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])
 settings = snakemake.params.settings
-suite = [Prompt(**record) for path in snakemake.input.prompts for record in read_jsonl(path)]
+suite = [prompt for path in snakemake.input.prompts for prompt in read_prompts(path)]
 chosen = evenly_spaced(suite, settings["prompts"])
 log.info("%d of %d prompts: %s", len(chosen), len(suite), [p.id for p in chosen])
 tokenizer = load_tokenizer(snakemake.params.tokenizer)

@@ -1,11 +1,10 @@
-from calibft.grid import Prompt
-from calibft.io import read_jsonl
+from calibft.grid import read_prompts
 from calibft.output_space import SpaceSet, iter_spaces
 from calibft.runlog import log_to
 
 log = log_to(snakemake.log[0])
 settings = snakemake.params.settings
-prompts = [Prompt(**record) for record in read_jsonl(snakemake.input[0])]
+prompts = read_prompts(snakemake.input[0])
 spaces = iter_spaces(prompts, settings["decimals"], settings["max_bins"], threads=snakemake.threads)
 space_set = SpaceSet.from_spaces([p.id for p in prompts], spaces, **settings)
 space_set.save(snakemake.output[0])

@@ -4,7 +4,9 @@ A tiny benchmark scores 100 anchor items; gp-IRT turns the 100 item scores into 
 the full benchmark from a fitted multidimensional IRT model.
 
 - `load_params(path)`: the parameters pickle (`tinyBenchmarks.pkl`, downloaded by the workflow at run time),
-  checked for the structure below.
+  read by a restricted unpickler (`ParamsUnpickler`) that builds plain containers, numbers, numpy arrays and
+  dtypes and nothing else, so that reading the file runs no code from it; then checked for the structure
+  below. The download itself is verified by its git blob id before it is read (calibft.assets).
 - `item_probabilities(A, B, theta)`: P_i(theta) = sigmoid(sum_d clip(A[d, i] * theta_d - B[i], -30, 30)), the
   sigmoid computed as upstream does, 1 / (1 + exp(-z)) (see `sigmoid`).
 - `fit_theta(A_seen, B_seen, scores)`: the ability theta minimizing the Bernoulli negative log-likelihood
@@ -48,11 +50,13 @@ Assumptions (the pinned pickle cannot be read here: the network is unreachable):
   `TASKS` therefore lists accepted names per task, and the first one present in the entry is used.
 - Every seen index of a scenario's slice lies inside that scenario (true of anchors picked per scenario); a
   slice that does not is refused rather than silently filtered as upstream does.
-- The pickle is trusted (it is fetched from a pinned commit); `pickle.load` runs whatever it contains.
+- The real file holds only what the structure above needs (dicts, lists, numbers, strings, numpy arrays of
+  numbers): `ParamsUnpickler` refuses every other type, naming it, and arrays of dtype object.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import pickle
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy._core import multiarray, numeric
 from scipy.optimize import minimize
 
 from calibft.checks import check_choice
@@ -106,14 +111,98 @@ class Scenario:
         return int(self.B.shape[0])
 
 
-def load_params(path: str | Path) -> dict:
-    """The parameters pickle, checked to hold the 'lb' and 'mmlu' entries with the keys the estimator reads."""
+def _latin1_bytes(text: str, encoding: str) -> bytes:
+    """`_codecs.encode` as protocol 2 uses it to pickle bytes (an array's raw data): latin-1 only, so that a
+    file cannot reach any other codec."""
+    if encoding != "latin1":
+        raise pickle.UnpicklingError(f"_codecs.encode with encoding {encoding!r}: only 'latin1' encodes pickled bytes")
+    return codecs.encode(text, "latin1")
+
+
+def _allowed_globals() -> dict[tuple[str, str], Any]:
+    """The only globals a parameters pickle may name, each resolved from a real import.
+
+    Numpy 2 pickles arrays from `numpy._core`; files pickled by numpy 1 (the upstream file) name `numpy.core`,
+    which numpy 2 keeps as an alias of the same functions for old pickles.
+    """
+    allowed: dict[tuple[str, str], Any] = {
+        ("numpy", "ndarray"): np.ndarray,  # the class `_reconstruct` builds (protocols 2-4)
+        ("numpy", "dtype"): np.dtype,  # an array's or scalar's dtype
+        ("_codecs", "encode"): _latin1_bytes,  # protocol 2's form of bytes: an array's raw data
+    }
+    for package in ("numpy._core", "numpy.core"):
+        allowed[(f"{package}.multiarray", "_reconstruct")] = multiarray._reconstruct  # an empty array to fill
+        allowed[(f"{package}.multiarray", "scalar")] = multiarray.scalar  # a numpy scalar (np.float64)
+        allowed[(f"{package}.numeric", "_frombuffer")] = numeric._frombuffer  # an array, protocol 5
+    return allowed
+
+
+class ParamsUnpickler(pickle.Unpickler):
+    """An unpickler that runs no code from the file: it builds what the pickle protocol builds by itself (dict,
+    list, tuple, str, bytes, int, float, bool, None) and the numpy arrays, scalars and dtypes of
+    `_allowed_globals`. Any other global (a function to call, a class to instantiate) is refused by name."""
+
+    ALLOWED = _allowed_globals()
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return self.ALLOWED[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"it asks for {module}.{name}, which a tinyBenchmarks parameters file does not hold (only plain "
+                "containers, numbers and numpy arrays of numbers are read; nothing in the file is run)"
+            ) from None
+
+
+def _refuse_object_arrays(value: Any) -> None:
+    """Raise pickle.UnpicklingError at an array of dtype object: its items are arbitrary Python objects, which
+    the parameters never are (the items themselves came through `find_class`, so nothing ran).
+
+    Walks dicts, lists and tuples without recursion and visits each once: a pickle can nest deeply, or hold a
+    list that contains itself."""
+    pending: list[tuple[Any, str]] = [(value, "the pickle")]
+    seen: set[int] = set()
+    while pending:
+        item, where = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, np.ndarray | np.generic) and item.dtype.hasobject:
+            raise pickle.UnpicklingError(f"{where} is a numpy array of dtype {item.dtype}, not of numbers")
+        if isinstance(item, Mapping):
+            pending += [(child, f"{where}[{key!r}]") for key, child in item.items()]
+        elif isinstance(item, list | tuple):
+            pending += [(child, f"{where}[{i}]") for i, child in enumerate(item)]
+
+
+# What reading a damaged or foreign pickle raises: refused globals and bad opcodes (UnpicklingError), a cut
+# file (EOFError), memo or stack errors (IndexError, KeyError), and the allowed numpy functions called with
+# bad arguments (TypeError, ValueError).
+_UNREADABLE = (pickle.UnpicklingError, EOFError, IndexError, KeyError, TypeError, ValueError)
+
+
+def read_params_pickle(path: str | Path) -> Any:
+    """What the pickle at `path` holds, read by `ParamsUnpickler` and refused if it holds object arrays.
+
+    Raises ValueError naming the file, what is wrong and what to do.
+    """
     path = Path(path)
     with path.open("rb") as handle:
         try:
-            params = pickle.load(handle)
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError) as err:
-            raise ValueError(f"{path} is not a readable tinyBenchmarks parameters pickle ({err})") from err
+            value = ParamsUnpickler(handle).load()
+            _refuse_object_arrays(value)
+        except _UNREADABLE as err:
+            raise ValueError(
+                f"{path} is not a readable tinyBenchmarks parameters pickle: {err}. Use the upstream "
+                "tinyBenchmarks.pkl, or save your parameters as dicts, lists and numpy arrays of numbers"
+            ) from err
+    return value
+
+
+def load_params(path: str | Path) -> dict:
+    """The parameters pickle, read without running code from it (`read_params_pickle`), checked to hold the 'lb'
+    and 'mmlu' entries with the keys the estimator reads."""
+    params = read_params_pickle(path)
     check_params(params, source=str(path))
     return params
 
@@ -334,15 +423,26 @@ def estimate(params: Mapping, task: str, scores: Sequence[float] | np.ndarray) -
     return estimate_scenario(scenario_data(params, task), scores)
 
 
-def load_scores(path: str | Path) -> list[float]:
-    """The JSON list of item scores in a file (ValueError when it is not a list of numbers)."""
+SCORES_FIX = "write the {count}item scores of the task's anchors, in dataset row order, each in [0, 1]"
+
+
+def load_scores(path: str | Path, count: int | None = N_SEEN) -> list[float]:
+    """The JSON list of item scores in a file, checked by `check_scores` to be `count` numbers in [0, 1] (no
+    check of the count with None). ValueError naming the file, what is wrong and the fix otherwise."""
     path = Path(path)
+    fix = SCORES_FIX.format(count=f"{count} " if count is not None else "")
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err})") from err
+        raise ValueError(f"{path} is not valid JSON ({err}): {fix}, as a JSON list") from err
     if not isinstance(data, list) or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in data):
-        raise ValueError(f"{path} must hold a JSON list of numbers")
+        bad = next((v for v in data if isinstance(v, bool) or not isinstance(v, int | float)), None)
+        got = f"an item is {bad!r}" if isinstance(data, list) else f"got a JSON {type(data).__name__}"
+        raise ValueError(f"{path} must hold a JSON list of numbers ({got}): {fix}")
+    try:
+        check_scores(data, len(data) if count is None else count)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}: {fix}") from err
     return [float(v) for v in data]
 
 

@@ -1,4 +1,6 @@
+import codecs
 import copy
+import dataclasses
 import functools
 import hashlib
 import json
@@ -13,9 +15,12 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
+from calibft import cli
+from calibft.assets import TINYBENCHMARKS_PARAMS, git_blob_id
 from calibft.cli import main
 from calibft.cpu import numpy_avx512_kernels
 from calibft.evals import gpirt
+from tests.pickles import assert_plain_pickle_runs_it, touching_pickle
 
 LB_TASKS = ["truthfulqa", "gsm8k", "winogrande", "arc", "hellaswag"]
 
@@ -408,6 +413,89 @@ def test_load_params_names_missing_keys(tmp_path, params):
     assert set(gpirt.load_params(_pickle(tmp_path / "e.pkl", extra))) == {"lb", "mmlu", "helm_lite", "alpaca"}
 
 
+# The restricted unpickler: plain containers, numbers and numpy arrays of numbers, nothing that runs code.
+
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_the_parameters_load_under_every_protocol(tmp_path, params, protocol):
+    path = tmp_path / "params.pkl"
+    path.write_bytes(pickle.dumps(params, protocol=protocol))
+    assert pickle.dumps(gpirt.load_params(path), protocol=4) == pickle.dumps(params, protocol=4)
+
+
+def test_a_file_pickled_by_numpy_1_loads(tmp_path, params):
+    """numpy 1 names its array functions under numpy.core, numpy 2 under numpy._core (protocol 2 writes the
+    names as text, so the older ones can be put in)."""
+    data = pickle.dumps(params, protocol=2).replace(b"numpy._core.multiarray", b"numpy.core.multiarray")
+    assert b"numpy.core.multiarray" in data and b"numpy._core" not in data
+    path = tmp_path / "numpy1.pkl"
+    path.write_bytes(data)
+    assert pickle.dumps(gpirt.load_params(path), protocol=4) == pickle.dumps(params, protocol=4)
+
+
+def test_a_pickle_that_would_run_a_command_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "MARKER"
+    path = touching_pickle(tmp_path / "tampered.pkl", marker)
+    assert_plain_pickle_runs_it(path, marker)
+    with pytest.raises(ValueError, match=r"asks for posix\.system") as err:
+        gpirt.load_params(path)
+    assert str(path) in str(err.value) and "nothing in the file is run" in str(err.value)
+    assert not marker.exists()
+
+
+class Parameters:
+    """A class of the test module: its instances pickle by naming it."""
+
+    def __init__(self):
+        self.lb = {}
+
+
+class Rot13:
+    """Unpickles by calling `codecs.encode` with another codec than the latin-1 that bytes are pickled with."""
+
+    def __reduce__(self):
+        return codecs.encode, ("secret", "rot13")
+
+
+@pytest.mark.parametrize(
+    ("value", "protocol", "named"),
+    [
+        (Parameters(), 4, r"tests\.evals\.test_gpirt\.Parameters"),
+        ({"lb": {1, 2}}, 3, r"builtins\.set"),  # protocol 3 builds a set by calling it; the real file has none
+        ({"lb": Rot13()}, 2, r"_codecs\.encode with encoding 'rot13'"),
+    ],
+)
+def test_other_types_are_refused_by_name(tmp_path, value, protocol, named):
+    path = tmp_path / "other.pkl"
+    path.write_bytes(pickle.dumps(value, protocol=protocol))
+    with pytest.raises(ValueError, match=named):
+        gpirt.load_params(path)
+
+
+def test_pandas_objects_are_refused(tmp_path):
+    pandas = pytest.importorskip("pandas")
+    path = tmp_path / "frame.pkl"
+    path.write_bytes(pickle.dumps({"lb": pandas.DataFrame({"A": [1.0, 2.0]})}))
+    with pytest.raises(ValueError, match=r"asks for pandas\."):
+        gpirt.load_params(path)
+
+
+def test_object_arrays_are_refused_even_of_plain_items(tmp_path, params):
+    bad = copy.deepcopy(params)
+    bad["mmlu"]["irt_parameters"]["B"] = np.array([1.0, "x"], dtype=object)
+    path = _pickle(tmp_path / "objects.pkl", bad)
+    with pytest.raises(ValueError, match=r"\['mmlu'\]\['irt_parameters'\]\['B'\] is a numpy array of dtype object"):
+        gpirt.load_params(path)
+
+
+def test_a_list_that_contains_itself_is_walked_once(tmp_path):
+    loop = []
+    loop.append(loop)
+    path = _pickle(tmp_path / "loop.pkl", {"lb": loop, "mmlu": [np.array([1, "x"], dtype=object)]})
+    with pytest.raises(ValueError, match=r"the pickle\['mmlu'\]\[0\] is a numpy array of dtype object"):
+        gpirt.load_params(path)
+
+
 def test_bad_irt_shapes_are_refused(params):
     bad = copy.deepcopy(params)
     bad["mmlu"]["irt_parameters"]["B"] = bad["mmlu"]["irt_parameters"]["B"][0, 0]
@@ -429,14 +517,14 @@ def files(tmp_path, params):
 
 @pytest.mark.parametrize("task", ["mmlu", "truthfulqa"])
 def test_cli_prints_the_estimates_as_one_json_line(capsys, files, params, task):
-    code = main(["gpirt", "--params", str(files["params"]), "--task", task, "--scores", str(files[task])])
+    code = main(["gpirt", "--own-params", str(files["params"]), "--task", task, "--scores", str(files[task])])
     out, err = capsys.readouterr()
     assert code == 0 and err == "" and len(out.splitlines()) == 1
     assert json.loads(out) == gpirt.estimate(params, task, scores_for(task))
 
 
 def test_cli_runs_as_a_module(files, params):
-    args = ["gpirt", "--params", str(files["params"]), "--task", "gsm8k", "--scores", str(files["gsm8k"])]
+    args = ["gpirt", "--own-params", str(files["params"]), "--task", "gsm8k", "--scores", str(files["gsm8k"])]
     result = subprocess.run([sys.executable, "-m", "calibft.cli", *args], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == gpirt.estimate(params, "gsm8k", scores_for("gsm8k"))
@@ -444,7 +532,7 @@ def test_cli_runs_as_a_module(files, params):
 
 def test_cli_errors_are_one_line_and_exit_non_zero(capsys, files, tmp_path):
     def run(params_path, scores_path, task="arc"):
-        code = main(["gpirt", "--params", str(params_path), "--task", task, "--scores", str(scores_path)])
+        code = main(["gpirt", "--own-params", str(params_path), "--task", task, "--scores", str(scores_path)])
         out, err = capsys.readouterr()
         assert code == 2 and out == "" and len(err.splitlines()) == 1 and err.startswith("calibft: error: ")
         return err
@@ -462,9 +550,44 @@ def test_cli_errors_are_one_line_and_exit_non_zero(capsys, files, tmp_path):
     assert "lb.seen_examples" in run(tmp_path / "broken.pkl", files["arc"])
 
 
+def test_cli_verifies_params_as_the_upstream_file_and_names_the_option_for_ones_own(capsys, files, monkeypatch):
+    args = ["--task", "arc", "--scores", str(files["arc"])]
+    assert main(["gpirt", "--params", str(files["params"]), *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert f"{files['params']} is not the upstream tinyBenchmarks.pkl" in err
+    assert f"expected git blob id {TINYBENCHMARKS_PARAMS.git_blob}, got {git_blob_id(files['params'])}" in err
+    assert f"--own-params {files['params']}" in err
+    # A file with the pinned id is read: here, the synthetic file pinned in place of the upstream one.
+    pinned = dataclasses.replace(TINYBENCHMARKS_PARAMS, git_blob=git_blob_id(files["params"]))
+    monkeypatch.setattr(cli, "TINYBENCHMARKS_PARAMS", pinned)
+    assert main(["gpirt", "--params", str(files["params"]), *args]) == 0
+    assert "irt" in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("option", ["--params", "--own-params"])
+def test_cli_refuses_a_pickle_that_would_run_a_command_and_runs_nothing(files, tmp_path, option):
+    marker = tmp_path / "MARKER"
+    path = touching_pickle(tmp_path / "tampered.pkl", marker)
+    assert_plain_pickle_runs_it(path, marker)
+    args = ["gpirt", option, str(path), "--task", "arc", "--scores", str(files["arc"])]
+    result = subprocess.run([sys.executable, "-m", "calibft.cli", *args], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    # --params: refused by its git blob id before it is read; --own-params: by the restricted unpickler.
+    refusal = "is not the upstream tinyBenchmarks.pkl" if option == "--params" else "asks for posix.system"
+    assert refusal in result.stderr
+    assert not marker.exists()
+
+
+def test_cli_takes_one_parameters_file(capsys, files):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gpirt", "--params", "a.pkl", "--own-params", "b.pkl", "--task", "arc", "--scores", str(files["arc"])])
+    assert exit_info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
 def test_cli_refuses_an_unknown_task(capsys, files):
     with pytest.raises(SystemExit) as exit_info:
-        main(["gpirt", "--params", str(files["params"]), "--task", "boolq", "--scores", str(files["arc"])])
+        main(["gpirt", "--own-params", str(files["params"]), "--task", "boolq", "--scores", str(files["arc"])])
     assert exit_info.value.code == 2 and "invalid choice: 'boolq'" in capsys.readouterr().err
 
 
