@@ -5,6 +5,10 @@
 - `valid_mask`: finite, inside the family's support, and within 1e-9 of an integer for integer families.
 - `wasserstein1`: W1 = mean_i |x_(i) - F^-1((i - 0.5) / N)| over the N sorted valid samples; the normalized W1
   divides it by the target's Q95 - Q05.
+- `exact_wasserstein1`: the same coupling for a discrete distribution known exactly (values and their
+  probabilities, `calibft.exact`), its quantiles taking the place of the sorted samples.
+- `exact_kl`: KL(target || model) over the values of an output space, with the model's probabilities
+  renormalized on the space and as they are (the mass off the space counted).
 - `family_median`: mean of the finite per-prompt values within each family, then the median across families;
   undefined (None) as soon as one family has no finite value.
 """
@@ -60,6 +64,50 @@ def wasserstein1(samples: np.ndarray, law, quantiles: np.ndarray | None = None) 
     quantiles = coupling_quantiles(law, n) if quantiles is None else quantiles
     with np.errstate(over="ignore"):  # only a W1 beyond the float range overflows; it is reported as undefined
         return float(np.sum(np.abs(samples - quantiles) / n))
+
+
+EXACT_W1_LEVELS = 100_000  # quantile levels of `exact_wasserstein1`: its midpoint rule's error is O(1 / levels^2)
+
+
+def distribution_quantiles(values: np.ndarray, probs: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """The quantile function of the discrete law with probabilities `probs` (renormalized) on `values`, at
+    `levels` in (0, 1): the smallest value whose cumulative probability reaches the level."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(np.asarray(probs, dtype=np.float64)[order])
+    cumulative /= cumulative[-1]
+    index = np.searchsorted(cumulative, levels, side="left")
+    return np.asarray(values, dtype=np.float64)[order][np.minimum(index, len(order) - 1)]
+
+
+def exact_wasserstein1(values: np.ndarray, probs: np.ndarray, law, levels: int = EXACT_W1_LEVELS) -> float:
+    """W1 between the discrete law of `probs` (renormalized) on `values` and a frozen SciPy law, by the coupling
+    of `wasserstein1` at `levels` levels: mean_i |Q(u_i) - F^-1(u_i)|, u_i = (i - 0.5) / levels, Q the discrete
+    law's quantile function. It is the sampled W1 of `levels` samples placed at the discrete law's quantiles
+    (what many samples' W1 tends to, without their noise); NaN without mass."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if len(probs) == 0 or not probs.sum() > 0:
+        return math.nan
+    quantiles = coupling_quantiles(law, levels)
+    ours = distribution_quantiles(values, probs, (np.arange(1, levels + 1) - 0.5) / levels)
+    with np.errstate(over="ignore"):
+        return float(np.mean(np.abs(ours - quantiles)))
+
+
+def exact_kl(target: np.ndarray, model: np.ndarray) -> dict[str, float]:
+    """KL(target || model) in nats over the values of a space, where the target puts all its mass: `on_space`
+    with the model's probabilities renormalized on the space, `sequences` with them as they are (the model's
+    mass off the space then counts: `sequences` = `on_space` - log `mass`), and `mass`, the model's mass on the
+    space. Values the target gives no mass add nothing; a value the target gives mass and the model none makes
+    both infinite."""
+    target = np.asarray(target, dtype=np.float64)
+    model = np.asarray(model, dtype=np.float64)
+    target = target / target.sum()
+    mass = float(model.sum())
+    held = target > 0
+    with np.errstate(divide="ignore"):
+        sequences = float(np.sum(target[held] * (np.log(target[held]) - np.log(model[held]))))
+    on_space = sequences + math.log(mass) if mass > 0 else math.inf
+    return {"on_space": on_space, "sequences": sequences, "mass": mass}
 
 
 def w1_scale(law) -> float:

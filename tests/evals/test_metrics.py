@@ -5,6 +5,8 @@ import pytest
 from scipy import stats
 
 from calibft.evals.metrics import (
+    exact_kl,
+    exact_wasserstein1,
     family_means,
     family_median,
     parse_number,
@@ -143,3 +145,51 @@ def test_family_aggregation_with_undefined_families():
     assert family_median(means) is None
     assert family_median({"a": 1.0, "b": 4.0}) == 2.5
     assert family_median({}) is None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Exact distributions: W1 and KL from known probabilities
+
+
+def test_exact_w1_hand_computed():
+    uniform = stats.uniform(0, 1)
+    # all mass at 0.5: the integral of |0.5 - u| over [0, 1]; half at 0 and half at 1: twice that of u over [0, 0.5]
+    assert exact_wasserstein1(np.array([0.5]), np.array([3.0]), uniform) == pytest.approx(0.25, rel=1e-6)
+    assert exact_wasserstein1(np.array([1.0, 0.0]), np.array([0.2, 0.2]), uniform) == pytest.approx(0.25, rel=1e-6)
+    assert math.isnan(exact_wasserstein1(np.array([0.5]), np.array([0.0]), uniform))
+
+
+def test_exact_w1_equals_scipy_against_a_discrete_law():
+    """Against a Poisson law, W1 between two discrete laws is SciPy's `wasserstein_distance` (an independent
+    computation, through the CDFs)."""
+    law = stats.poisson(4.0)
+    support = np.arange(0, 40)
+    values = np.array([0.0, 2.0, 3.0, 5.0, 9.0, 12.0])
+    probs = np.array([0.05, 0.3, 0.1, 0.25, 0.2, 0.1])
+    want = stats.wasserstein_distance(values, support, probs, law.pmf(support))
+    assert exact_wasserstein1(values, probs, law) == pytest.approx(want, rel=1e-3)
+
+
+def test_exact_w1_is_what_the_sampled_w1_of_many_samples_tends_to():
+    rng = np.random.default_rng(5)
+    law = stats.norm(2.0, 1.5)
+    values = np.round(rng.normal(2.0, 2.0, 12), 2)
+    probs = rng.dirichlet(np.ones(12))
+    exact = exact_wasserstein1(values, probs, law)
+    samples = rng.choice(values, size=1_000_000, p=probs)
+    assert wasserstein1(samples, law) == pytest.approx(exact, rel=1e-2)
+    # a few samples are far off: the exact value is not the sampled one by construction
+    assert abs(wasserstein1(samples[:30], law) - exact) > 1e-4
+
+
+def test_exact_kl_is_scipys_entropy_on_the_space_and_counts_the_mass_off_it():
+    target = np.array([0.1, 0.4, 0.0, 0.5])
+    model = np.array([0.05, 0.2, 0.3, 0.15])  # 0.3 of the model's mass is off the space
+    kl = exact_kl(target, model)
+    assert kl["mass"] == pytest.approx(0.7)
+    assert kl["on_space"] == pytest.approx(stats.entropy(target, model / model.sum()), rel=1e-12)
+    assert kl["sequences"] == pytest.approx(kl["on_space"] - math.log(0.7), rel=1e-12)
+    assert kl["sequences"] == pytest.approx(
+        float(np.sum([q * math.log(q / p) for q, p in zip(target, model, strict=True) if q]))
+    )
+    assert exact_kl(target, np.array([0.0, 0.5, 0.2, 0.3]))["on_space"] == math.inf  # a target value with no mass
