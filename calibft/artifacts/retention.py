@@ -276,12 +276,12 @@ def _paloma(paloma: Runs, models: Sequence[str], conditions: Sequence[str]) -> _
 
 
 def _mean_intervals(
-    runs: Runs, models: Sequence[str], conditions: Sequence[str], keys: Mapping[str, str], titles: Mapping[str, str]
+    runs: Runs, models: Sequence[str], conditions: Sequence[str], keys: Mapping[str, str], row_titles: Mapping[str, str]
 ) -> pd.DataFrame:
     """names × conditions, like `_mean_over_models`: the interval of each name's mean over `models` of the key
-    `keys[name]` of the runs' intervals (`mean_interval`), the rows titled by `titles`."""
+    `keys[name]` of the runs' intervals (`mean_interval`), the rows titled by `row_titles`."""
     return interval_frame(list(keys), conditions, lambda n, c: mean_interval(runs, models, c, keys[n])).rename(
-        index=titles
+        index=row_titles
     )
 
 

@@ -88,9 +88,11 @@ def resampled_distinct(answers: Sequence[str], rng: np.random.Generator, replica
     return (first & (drawn >= 0)).sum(axis=1)
 
 
-def open_ended_draws(answers: Sequence[Sequence[str]], support: np.ndarray, rng, replicates: int) -> dict:
+def open_ended_draws(
+    answers: Sequence[Sequence[str]], support: np.ndarray, estimate: float | None, rng, replicates: int
+) -> dict:
     """[replicates] of each aggregate of `score` over resamples of the samples within each prompt (the prompts
-    fixed, drawn in order).
+    fixed, drawn in order); `estimate` is `score`'s mean unique fraction.
 
     The mean unique fraction over the prompts with samples: a resample holds only answers the run saw, and
     repeats some, so its fraction falls below the estimate by a shift that is the resampling's own (several
@@ -103,7 +105,6 @@ def open_ended_draws(answers: Sequence[Sequence[str]], support: np.ndarray, rng,
     if not sampled:
         return {"support": support_draws, "unique_fraction": np.full(replicates, math.nan)}
     unique = np.mean([resampled_distinct(a, rng, replicates) / len(a) for a in sampled], axis=0)
-    estimate = np.mean([len(set(a) - {""}) / len(a) for a in sampled])
     centred = np.clip(unique - unique.mean() + estimate, 0.0, 1.0)
     return {"support": support_draws, "unique_fraction": centred}
 
@@ -242,7 +243,8 @@ def score(
     if replicates:
         answers = [[normalize(text) for text in prompt_texts] for prompt_texts in texts]
         headline = np.array([row["support"] for row in rows], dtype=np.float64)
-        draws = open_ended_draws(answers, headline, np.random.default_rng(bootstrap_seed), replicates)
+        estimate = metrics["aggregate"]["unique_fraction"]
+        draws = open_ended_draws(answers, headline, estimate, np.random.default_rng(bootstrap_seed), replicates)
         metrics["intervals"] = interval_block(draws, bootstrap_seed, "samples within prompts")
     return metrics
 
