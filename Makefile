@@ -64,3 +64,4 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/train_step.py
 	$(BIN)/python benchmarks/sampling.py
 	$(BIN)/python benchmarks/gpirt_bootstrap.py
+	$(BIN)/python benchmarks/exact_pass.py

@@ -6,9 +6,8 @@ Both draw `--answers` answers to one training prompt of the tiny model with pure
 top_p 1, no top-k) and at most `--max-new-tokens` new tokens. Plain is the authors' setting: `model.generate`
 on the prompt repeated `--plain-batch` times per call (a smaller last call makes the count exact). The engine
 is `calibft.generation.sample`: one prefill, then decode batches of `--batch-size` answers. Each side runs once
-untimed, then `--repeats` timed times; the medians are reported. The model is
-`--model`, else results/models/tiny when it exists, else a tiny model built into a temporary folder
-(`--train-steps`; the demo model's 1000 steps take about a minute). Runs on the GPU when there is one.
+untimed, then `--repeats` timed times; the medians are reported. The model is `benchmarks/tiny_model.py`'s.
+Runs on the GPU when there is one.
 Prints one JSON line; answers/s are `--answers` over the median seconds.
 """
 
@@ -19,7 +18,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,13 +26,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.tiny_model import add_model_arguments, benchmark_model
 from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.demo.tiny_model import build_tiny_model
 from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.grid import prompts
 from calibft.models import load_model, load_tokenizer
 
-DEMO_MODEL = Path(__file__).resolve().parents[1] / "results" / "models" / "tiny"
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 
 
@@ -58,8 +55,7 @@ def _timed(run: Callable[[int], list[int]], repeats: int, device: torch.device) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, default=None, help="model folder (default: the demo model or a new one)")
-    parser.add_argument("--train-steps", type=int, default=1000, help="training steps of a newly built tiny model")
+    add_model_arguments(parser)
     parser.add_argument("--answers", type=int, default=1000)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--plain-batch", type=int, default=16, help="prompt copies per `generate` call")
@@ -68,10 +64,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (the median is reported)")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or (DEMO_MODEL if DEMO_MODEL.is_dir() else None)
-        if path is None:
-            path = build_tiny_model(Path(tmp) / "tiny", train_steps=args.train_steps)
+    with benchmark_model(args) as (path, model_name):
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         tokenizer = load_tokenizer(path)
         model = load_model(path, "bf16", device.type).to(device).eval()
@@ -113,7 +106,7 @@ def main() -> None:
                 "benchmark": "sampling",
                 "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                 "torch_threads": torch.get_num_threads(),
-                "model": str(args.model or (DEMO_MODEL if DEMO_MODEL.is_dir() else f"tiny, {args.train_steps} steps")),
+                "model": model_name,
                 "prompt_tokens": len(prompt_ids),
                 "answers": args.answers,
                 "repeats": args.repeats,

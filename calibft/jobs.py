@@ -8,6 +8,7 @@ by its `from_config`, passed to its runner as JSON and read back there (`calibft
 |---|---|
 | `TrainJob` | `calibft.train` |
 | `StructuredJob` (structured sampling and the SSOT baseline) | `calibft.evals.structured` |
+| `ExactJob` | `calibft.evals.exact_structured` |
 | `OpenEndedJob` | `calibft.evals.open_ended` |
 | `MCQJob` | `calibft.evals.mcq` |
 | `GenerationJob`, `ScoringJob` | `calibft.evals.noveltybench_run` |
@@ -192,6 +193,14 @@ class ModelJob:
 EVALUATIONS = ("structured", "ssot")
 
 
+def structured_prompt_ids(layout: Layout, split: str) -> list[str] | None:
+    """The prompts of a split that the structured evaluations score: every one (None), or `max_prompts` of them
+    and those that the qualitative figures draw."""
+    structured, ablations = layout.config["evaluation"]["structured"], layout.config["ablations"]
+    drawn = [panel["prompt"] for panel in structured["qualitative"]] + ablations["qualitative"]["prompts"]
+    return evaluated_ids(split, structured.get("max_prompts"), drawn)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StructuredJob(ModelJob):
     """Structured sampling (and its logit KL) of one condition on one split, or the SSOT baseline's."""
@@ -223,16 +232,14 @@ class StructuredJob(ModelJob):
 
     @staticmethod
     def split_fields(layout: Layout, model: str, cond: str, evaluation: str, split: str) -> dict[str, Any]:
-        """The fields of both evaluations: the model under test, the split and the prompts sampled (every one,
-        or `max_prompts` of them and those that the qualitative figures draw)."""
-        section = layout.config["evaluation"][evaluation]
-        structured, ablations = layout.config["evaluation"]["structured"], layout.config["ablations"]
-        drawn = [panel["prompt"] for panel in structured["qualitative"]] + ablations["qualitative"]["prompts"]
+        """The fields of both evaluations: the model under test, the split and the prompts sampled
+        (`structured_prompt_ids`)."""
+        section, structured = layout.config["evaluation"][evaluation], layout.config["evaluation"]["structured"]
         return {
             **ModelJob.under_test(layout, model, cond, section["sampling"], evaluation, split),
             "evaluation": evaluation,
             "split": split,
-            "prompt_ids": evaluated_ids(split, structured.get("max_prompts"), drawn),
+            "prompt_ids": structured_prompt_ids(layout, split),
             "bootstrap_replicates": structured["bootstrap_replicates"],
             "checkpoint_dir": layout.eval_checkpoints(model, cond, evaluation, split),
         }
@@ -266,6 +273,45 @@ class StructuredJob(ModelJob):
             **cls.split_fields(layout, model, "base", "ssot", eval_split),
             chat_overrides=entry.get("ssot_chat", {}),
             **prompt,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExactJob(ModelJob):
+    """The exact distribution of one condition over the evaluation space of one split, and how the structured
+    samples of the same run compare with it (`calibft.evals.exact_structured`).
+
+    `sampling` is the structured evaluation's, so that the exact distribution is the one its samples come from
+    (temperature and top-p in force, `ModelJob.settings`)."""
+
+    split: str  # "unseen" or "ood"
+    tries: str  # the split's tries of the evaluation space, for the model's tokenizer
+    space: str  # the split's evaluation space: the values' strings and target probabilities
+    samples: str  # samples.jsonl.gz of the structured evaluation of the same model, condition and split
+    prompt_ids: list[str] | None = None  # the structured evaluation's; None: every prompt
+    batch_nodes: int = 256  # trie nodes fed together (calibft.exact)
+    spread_draws: int = 200  # simulated sample sets per prompt behind the sampling spread
+
+    def __post_init__(self):
+        if self.batch_nodes < 1:
+            raise ValueError(f"batch_nodes must be >= 1, got {self.batch_nodes}")
+        if self.spread_draws < 2:
+            raise ValueError(f"spread_draws must be >= 2 (a spread needs several draws), got {self.spread_draws}")
+
+    @classmethod
+    def from_config(cls, layout: Layout, model: str, cond: str, eval_split: str) -> ExactJob:
+        evaluation = layout.config["evaluation"]
+        space = evaluation["structured"]["space"]
+        return cls(
+            **cls.under_test(layout, model, cond, evaluation["structured"]["sampling"], "exact", eval_split),
+            split=eval_split,
+            tries=layout.structured_tries(model, eval_split),
+            space=layout.space(space, eval_split),
+            samples=layout.samples_file(model, cond, eval_split),
+            prompt_ids=structured_prompt_ids(layout, eval_split),
+            batch_nodes=evaluation["exact"]["batch_nodes"],
+            spread_draws=evaluation["exact"]["spread_draws"],
+            checkpoint_dir=layout.eval_checkpoints(model, cond, "exact", eval_split),
         )
 
 

@@ -254,6 +254,11 @@ class Layout:
         """metrics.json of every model and condition on one split, in the order of `structured_runs`."""
         return self.eval_files(f"structured/{split}", "metrics.json")
 
+    def exact_metrics(self, split: str) -> list[str]:
+        """metrics.json of every model and condition's exact evaluation of one split, in the order of
+        `structured_runs`."""
+        return self.eval_files(f"exact/{split}", "metrics.json")
+
     def ssot_metrics(self, split: str) -> list[str]:
         """metrics.json of every model's SSOT baseline on one split."""
         return [f"{self.eval_folder(model, 'base', 'ssot', split)}/metrics.json" for model in self.config["models"]]

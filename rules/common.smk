@@ -38,6 +38,7 @@ from calibft.config import (  # noqa: E402
 from calibft.evals.tinybench_tasks import TASKS as TINYBENCH_TASKS  # noqa: E402
 from calibft.grid import SPLITS  # noqa: E402
 from calibft.jobs import (  # noqa: E402
+    ExactJob,
     GenerationJob,
     MCQJob,
     OpenEndedJob,
@@ -305,6 +306,18 @@ def structured_tries(wildcards):
     return LAYOUT.structured_tries(wildcards.model, wildcards.eval_split)
 
 
+def exact_inputs(wildcards):
+    """The exact evaluation's space and tries of the split, and the structured samples it is set against."""
+    layout, space = run_layout(wildcards), STRUCTURED["space"]
+    return {
+        "tries": layout.structured_tries(wildcards.model, wildcards.eval_split),
+        "space": layout.space(space, wildcards.eval_split),
+        "samples": layout.samples_file(
+            wildcards.model, wildcards.cond, wildcards.eval_split
+        ),
+    }
+
+
 def ssot_prompts_files(wildcards):
     """The release's SSOT prompt file under `ssot_prompt: release`; nothing otherwise."""
     path = LAYOUT.ssot_release_prompts()
@@ -367,8 +380,8 @@ def paloma_dataset(wildcards):
 
 
 def eval_outputs():
-    """Every evaluation of every seed: structured sampling, SSOT, open-ended generation, MCQ, NoveltyBench,
-    TinyBenchmarks and PALOMA."""
+    """Every evaluation of every seed: structured sampling, its exact counterpart, SSOT, open-ended generation,
+    MCQ, NoveltyBench, TinyBenchmarks and PALOMA."""
     return [path for layout in LAYOUT.per_seed() for path in seed_eval_outputs(layout)]
 
 
@@ -377,7 +390,9 @@ def seed_eval_outputs(layout):
     structured = [
         path
         for split in STRUCTURED["splits"]
-        for path in layout.structured_metrics(split) + layout.ssot_metrics(split)
+        for path in layout.structured_metrics(split)
+        + layout.exact_metrics(split)
+        + layout.ssot_metrics(split)
     ]
     structured += [
         path

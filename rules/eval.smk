@@ -22,6 +22,31 @@ rule structured_eval:
         "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
 
 
+rule exact_eval:
+    input:
+        unpack(exact_inputs),
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        probabilities=run_out(
+            "eval/{model}/{cond}/exact/{eval_split}/probabilities.npz"
+        ),
+        metrics=run_out("eval/{model}/{cond}/exact/{eval_split}/metrics.json"),
+    log:
+        run_log("eval/{model}/{cond}/exact/{eval_split}.log"),
+    benchmark:
+        run_benchmark("eval/{model}/{cond}/exact/{eval_split}.tsv")
+    conda:
+        "../envs/calibft.yaml"
+    threads: model_resource("cpus", "eval_resources")
+    resources:
+        **EVAL_RESOURCES,
+    params:
+        job=job_params(ExactJob.from_config),
+    shell:
+        "python -m calibft.evals.exact_structured {params.job:q} > {log} 2>&1"
+
+
 rule ssot_eval:
     input:
         prompts=ssot_prompts_files,

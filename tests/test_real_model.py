@@ -13,6 +13,7 @@ from scipy.stats import chi2_contingency
 from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
 from calibft.evals.paloma import documents_nll
 from calibft.evals.tinybench import continuation_logliks
+from calibft.exact import NextToken, value_probabilities
 from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.gguf_checkpoint import SOURCE_FILE, convert_gemma3_270m
 from calibft.grid import prompts
@@ -190,3 +191,23 @@ def test_paloma_windows_give_each_token_its_window_context(gemma):
     nll, tokens = documents_nll(model, [doc], window=8, stride=4, batch_size=3)[0]
     assert tokens == len(doc) - 1
     assert nll == pytest.approx(by_hand, rel=REL)
+
+
+def test_the_exact_pass_matches_scoring_each_value_alone(gemma):
+    """The trie walk on Gemma-3's caches (sliding-window layers among them) and its 262k-token head: every value
+    of a 12-bin space scored alone, uncached, the last step counting both stop tokens."""
+    tokenizer, model = gemma
+    trie = trie_set_for_spaces(tokenizer, _spaces("unseen", 1, 1, 12)).trie(0)
+    (prompt,) = _prompt_ids(tokenizer, "unseen", 1)
+    stops = stop_token_ids(model, tokenizer)
+    probs, outside = value_probabilities(model, prompt, trie, 3, NextToken(stop_ids=tuple(stops)))
+    expected = []
+    with torch.inference_mode():
+        for value in range(len(trie.value_leaf)):
+            tokens = trie.value_tokens(value).tolist()
+            logits = model(input_ids=torch.tensor([prompt + tokens[:-1]]), use_cache=False).logits[0].float()
+            step = torch.softmax(logits[len(prompt) - 1 :], dim=-1)
+            factors = step[torch.arange(len(tokens) - 1), tokens[:-1]].double()
+            expected.append(float(factors.prod() * step[-1, stops].double().sum()))
+    np.testing.assert_allclose(probs, expected, rtol=1e-4, atol=1e-12)
+    assert probs.sum() + outside == pytest.approx(1.0, abs=1e-12)

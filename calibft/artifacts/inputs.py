@@ -110,6 +110,10 @@ def _structured(layout: Layout, row: Artifact):
     return files, {"w1_within_family": layout.protocol["w1_per_distribution"]}
 
 
+def _exact(layout: Layout, row: Artifact):
+    return [path for split in _splits(layout, row) for path in layout.exact_metrics(split)], {}
+
+
 def _ssot(layout: Layout, row: Artifact):
     settings = {"ssot_conditions": ssot_conditions(layout), "models": list(layout.config["models"])}
     return layout.ssot_metrics(row.split), settings
@@ -159,6 +163,7 @@ RESULT_SETS: dict[str, ResultSet] = {
     "tokenizer": _tokenizer,
     "train_logs": _train_logs,
     "structured": _structured,
+    "exact": _exact,
     "ssot": _ssot,
     "samples": _samples,
     "ablation": _ablation,

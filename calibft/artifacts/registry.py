@@ -32,6 +32,7 @@ READS = (
     "tokenizer",
     "train_logs",
     "structured",
+    "exact",
     "ssot",
     "samples",
     "ablation",
@@ -110,6 +111,7 @@ STRUCTURED = "calibft.artifacts.structured"
 TRANSFER = "calibft.artifacts.transfer"
 OPEN_ENDED = "calibft.artifacts.open_ended"
 RETENTION = "calibft.artifacts.retention"
+EXACT = "calibft.artifacts.exact"
 
 _PER_DISTRIBUTION = {
     ("ood", "w1"): "Normalized W1 per held-out family, for every model and condition.",
@@ -239,6 +241,33 @@ ARTIFACTS: tuple[Artifact, ...] = (
         split="ood",
         structured=True,
         options={"panels": "conditions"},
+    ),
+    *(
+        Artifact(
+            f"exact_structured_{split}",
+            "table",
+            None,
+            "Structured sampling",
+            ("exact",),
+            f"{EXACT}:render_exact_table",
+            f"The exact structured evaluation on {what}: the model's probability of every value of the evaluation "
+            "space from its token trie, with no sampling. Exact normalized W1 (family median), KL(target || model) "
+            "on the space and over sequences, and the mass on the space, per model and condition.",
+            split=split,
+        )
+        for split, what in (("ood", "the held-out families"), ("unseen", "the unseen parameter settings"))
+    ),
+    Artifact(
+        "exact_vs_sampled_w1",
+        "figure",
+        None,
+        "Structured sampling",
+        ("exact",),
+        f"{EXACT}:render_exact_figure",
+        "Each prompt's sampled normalized W1 against its exact value, one panel per split and condition: filled, "
+        "the answers that are canonical strings of the space (the exact distribution's event), with the 95% spread "
+        "that as many draws from the exact distribution give; hollow, every valid answer (the paper's W1). The "
+        "title counts the prompts whose filled point lies within its spread.",
     ),
     Artifact(
         "ssot_structured_ood",

@@ -9,6 +9,8 @@
   probabilities, `calibft.exact`), its quantiles taking the place of the sorted samples.
 - `exact_kl`: KL(target || model) over the values of an output space, with the model's probabilities
   renormalized on the space and as they are (the mass off the space counted).
+- `sampled_w1_spread`: the central interval of the sampled W1 that N samples of a known discrete distribution
+  would give, by simulation.
 - `family_median`: mean of the finite per-prompt values within each family, then the median across families;
   undefined (None) as soon as one family has no finite value.
 """
@@ -110,6 +112,26 @@ def exact_kl(target: np.ndarray, model: np.ndarray) -> dict[str, float]:
     return {"on_space": on_space, "sequences": sequences, "mass": mass}
 
 
+SPREAD_LEVEL = 0.95  # the central share of simulated sampled W1 values that `sampled_w1_spread` spans
+
+
+def sampled_w1_spread(
+    values: np.ndarray, probs: np.ndarray, law, n: int, draws: int, rng: np.random.Generator
+) -> tuple[float, float] | None:
+    """The central `SPREAD_LEVEL` interval of `wasserstein1` over `draws` sets of `n` samples drawn from the
+    discrete law of `probs` (renormalized) on `values`: where the sampled W1 of `n` answers falls when the
+    answers follow that law. None without samples or without mass."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if n < 1 or not probs.sum() > 0:
+        return None
+    chosen = rng.choice(len(probs), size=(draws, n), p=probs / probs.sum())
+    samples = np.sort(np.asarray(values, dtype=np.float64)[chosen], axis=1)
+    with np.errstate(over="ignore"):
+        w1 = np.mean(np.abs(samples - coupling_quantiles(law, n)), axis=1)
+    low, high = np.quantile(w1, [(1 - SPREAD_LEVEL) / 2, (1 + SPREAD_LEVEL) / 2])
+    return float(low), float(high)
+
+
 def w1_scale(law) -> float:
     """Q95 - Q05 of the target law: what makes W1 comparable across families and parameters."""
     low, high = law.ppf(SCALE_QUANTILES)
@@ -160,6 +182,23 @@ def across_families(means: Mapping[str, float | None], how: str) -> float | None
     if not means or any(v is None or not math.isfinite(v) for v in means.values()):
         return None
     return float(reduce(list(means.values())))
+
+
+def exact_aggregate(rows: Sequence[Mapping], kl_across_families: str = "mean") -> dict:
+    """The aggregate of an exact evaluation from its per-prompt rows, as the structured one's: normalized W1 the
+    median across families of their means, the KLs the mean or median of the family means
+    (`kl_across_families`, the logit KL's switch), the mass on the space the mean of the family means; None
+    where a family has no finite value. With the family means it is computed from."""
+    families = [row["family"] for row in rows]
+    keys = ("w1_norm", "kl_on_space", "kl_sequences", "mass")
+    means = {key: family_means([row[key] for row in rows], families) for key in keys}
+    return {
+        "w1_norm": family_median(means["w1_norm"]),
+        "kl_on_space": across_families(means["kl_on_space"], kl_across_families),
+        "kl_sequences": across_families(means["kl_sequences"], kl_across_families),
+        "mass": across_families(means["mass"], "mean"),
+        "family_means": means,
+    }
 
 
 def structured_aggregate(rows: Sequence[Mapping], logit_kl_across_families: str = "mean") -> dict:

@@ -132,6 +132,22 @@ def test_demo_fine_tuning_lowers_the_logit_kl(demo_data, recipe, split):
     assert tuned["valid_rate"] > 0.8, tuned  # 0.86 to 0.91 (mean 0.89, standard deviation 0.015)
 
 
+def test_demo_sampled_w1_lies_within_the_spread_of_the_exact_distribution(demo_data):
+    """The structured samples follow the exact distribution: over every condition and split, the on-space sampled
+    W1 of at least 90% of prompts lies within the 95% spread of as many draws from the exact distribution (the
+    demo: 97 of 102 prompts with answers on the space)."""
+    counts = [
+        json.loads((demo_data / "results" / "eval" / "tiny" / cond / "exact" / split / "metrics.json").read_text())[
+            "aggregate"
+        ]["within_spread"]
+        for split in ("unseen", "ood")
+        for cond in CONDITIONS
+    ]
+    within, prompts_with_answers = sum(c["within"] for c in counts), sum(c["prompts"] for c in counts)
+    assert prompts_with_answers >= 80, counts
+    assert within >= 0.9 * prompts_with_answers, counts
+
+
 def test_demo_structured_outputs_follow_the_artifact_contract(demo_data):
     for split in ("unseen", "ood"):
         for cond in CONDITIONS:

@@ -40,7 +40,8 @@ def test_parsing_the_workflow_imports_no_deep_learning_library(tmp_path):
 def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     counts = job_counts(paper_plan)
     # 3 prompt files, 4 output spaces, 4 tokenizers x (soft train + eval unseen + eval ood) tries,
-    # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations,
+    # 12 models x (soft, hard) adapters, 12 models x 3 conditions x 2 splits structured evaluations and as many
+    # exact ones,
     # the ablations (7 more spaces, 2 models x 8 more soft-training tries, 2 models x 17 more recipes trained
     # and evaluated on 2 splits),
     # 12 models x 2 splits SSOT runs and the release's SSOT prompts, the open-ended prompts and 12 x 3 open-ended
@@ -52,12 +53,12 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     # report: the 13 results tables against the paper's numbers, their summary and the compute report
     assert counts == {
         "checkpoint_snapshot": 12, "prompts": 3, "output_space": 11, "trie": 28, "train": 58, "structured_eval": 140,
-        "ssot_eval": 24,
+        "exact_eval": 72, "ssot_eval": 24,
         "open_ended_prompts": 1, "open_ended_eval": 36, "mcq_eval": 36, "noveltybench_prompts": 2,
         "evaluator_snapshot": 3, "noveltybench_generate": 72, "noveltybench_score": 72,
         "tinybenchmarks_items": 5, "irt_params": 1, "tinybench_eval": 36, "paloma_slice": 7, "paloma_eval": 36,
-        "grid_granularity": 1, "ssot_prompts": 1, "table": 17, "figure": 15, "noveltybench_qualitative_cases": 1,
-        "reproduction": 13, "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 634,
+        "grid_granularity": 1, "ssot_prompts": 1, "table": 19, "figure": 16, "noveltybench_qualitative_cases": 1,
+        "reproduction": 13, "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 709,
     }  # fmt: skip
     assert "build_tiny_model" not in paper_plan
     blocks = paper_plan.split("\n\n")
@@ -66,9 +67,9 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     for block in trains:  # each on one node with 4 A100 GPUs, launched with FSDP
         assert "gpu=4, gpu_model=a100" in block
         assert "accelerate launch --config_file" in block and "fsdp.yaml --num_processes 4" in block
-    model_jobs = "structured_eval|ssot_eval|open_ended_eval|mcq_eval|noveltybench_generate|tinybench_eval|paloma_eval"
-    evals = [block for block in blocks if re.search(rf"\nrule ({model_jobs}):", block)]
-    assert len(evals) == 380
+    model_jobs = "structured_eval|exact_eval|ssot_eval|open_ended_eval|mcq_eval|noveltybench_generate|tinybench_eval"
+    evals = [block for block in blocks if re.search(rf"\nrule ({model_jobs}|paloma_eval):", block)]
+    assert len(evals) == 452
     for block in evals:  # one A100 each, two for the 27B model
         gpus = 2 if "gemma3_27b_it" in block else 1
         assert f"gpu={gpus}, gpu_model=a100" in block, block
@@ -85,7 +86,7 @@ def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_
     assert job_counts(result.stdout) == job_counts(paper_plan)
     smoke, paper = planned_jobs(result.stdout.splitlines()), planned_jobs(paper_plan.splitlines())
     gpu_jobs = [job for job in smoke if job.gpus]
-    assert len(gpu_jobs) == 510 and {job.resources["runtime"] for job in gpu_jobs} == {"30"}
+    assert len(gpu_jobs) == 582 and {job.resources["runtime"] for job in gpu_jobs} == {"30"}
     trains = [block for block in result.stdout.split("\n\n") if "\nrule train:" in block]
     assert len(trains) == 58 and all('"max_steps": 2' in block for block in trains)
     smoke_hours, paper_hours = (sum(row["gpu_hours"] for row in gpu_hours_by_rule(jobs)) for jobs in (smoke, paper))
@@ -197,17 +198,18 @@ def test_demo_dry_run_builds_the_tiny_model_and_only_its_tries():
     assert result.returncode == 0, result.stderr
     assert job_counts(result.stdout) == {
         "build_tiny_model": 3, "prompts": 3, "output_space": 6, "trie": 5, "train": 5, "structured_eval": 12,
-        "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6, "noveltybench_score": 6,
-        "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1, "table": 17,
-        "figure": 15, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "reproduction": 13,
-        "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 112,
+        "exact_eval": 6, "ssot_eval": 2, "open_ended_eval": 3, "mcq_eval": 3, "noveltybench_generate": 6,
+        "noveltybench_score": 6,
+        "synthetic_irt_params": 1, "tinybench_eval": 3, "paloma_eval": 3, "grid_granularity": 1, "table": 19,
+        "figure": 16, "noveltybench_qualitative_cases": 1, "packaged_tokenizer": 1, "reproduction": 13,
+        "reproduction_summary": 1, "compute_report": 1, "all": 1, "total": 121,
     }  # fmt: skip
     for asset in ("noveltybench_prompts", "evaluator_snapshot", "tinybenchmarks_items", "paloma_slice", "irt_params"):
         assert f"rule {asset}:" not in result.stdout, asset
 
 
-RUN_RULES = {"train", "structured_eval", "ssot_eval", "open_ended_eval", "mcq_eval", "noveltybench_generate"}
-RUN_RULES |= {"noveltybench_score", "tinybench_eval", "paloma_eval"}
+RUN_RULES = {"train", "structured_eval", "exact_eval", "ssot_eval", "open_ended_eval", "mcq_eval"}
+RUN_RULES |= {"noveltybench_generate", "noveltybench_score", "tinybench_eval", "paloma_eval"}
 
 
 def test_two_seeds_plan_every_training_and_evaluation_once_per_seed(tmp_path):

@@ -1,0 +1,161 @@
+"""Benchmark of the exact pass (`calibft.exact`) against 1,000 sampled answers: tokens forwarded and seconds per
+prompt, projected to the paper's models.
+
+    python benchmarks/exact_pass.py [--model PATH] [--prompts 6] [--answers 1000] [--plain-prompts 1]
+
+For `--prompts` prompts evenly spaced over the unseen split, on the evaluation space (d=5, 16,384 bins, its trie
+for the model's tokenizer):
+
+- exact: the trie walk, which forwards the prompt and one token per internal node of the trie;
+- sampling: `--answers` answers from the sampling engine (temperature 1), which forwards the prompt and every
+  answer token but the last (the stop token is sampled, not fed);
+- plain: every value scored alone, prompt and value in one uncached forward pass each (what the walk replaces),
+  timed on the first `--plain-prompts` prompts.
+
+The projection multiplies each way's tokens per prompt by 2 FLOPs per parameter and token (`params_b` of the
+models of config.yaml; GPT-OSS counts all its parameters, not its active ones). The tokens are those of the
+benchmarked model's tokenizer, which writes one digit per token as Qwen3's and Gemma-3's do; tokenizers that
+group digits (Llama 3, GPT-OSS) have fewer trie nodes. Attention over the prompt is left out of the FLOPs.
+The model is `benchmarks/tiny_model.py`'s. Runs on the GPU when there is one. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.tiny_model import add_model_arguments, benchmark_model
+from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.exact import NextToken, forwarded_tokens, value_probabilities
+from calibft.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
+from calibft.grid import evenly_spaced, prompts
+from calibft.models import load_model, load_tokenizer
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.trie import Trie, trie_set_for_spaces
+
+REPO = Path(__file__).resolve().parents[1]
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+PLAIN_BATCH = 256
+
+
+def _seconds(device: torch.device, run, *args):
+    """(seconds, result) of `run(*args)`."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = run(*args)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, result
+
+
+def plain_scores(model, prompt_ids: list[int], trie: Trie) -> np.ndarray:
+    """Every value's log-probability from its own uncached forward pass (prompt + value), PLAIN_BATCH values per
+    call, the values of a batch right-padded and masked."""
+    device = input_device(model)
+    values = [trie.value_tokens(v).tolist() for v in range(len(trie.value_leaf))]
+    out = []
+    with inference(model):
+        for start in range(0, len(values), PLAIN_BATCH):
+            batch = values[start : start + PLAIN_BATCH]
+            width = max(map(len, batch))
+            ids = torch.zeros((len(batch), len(prompt_ids) + width), dtype=torch.long, device=device)
+            mask = torch.zeros_like(ids)
+            for row, value in enumerate(batch):
+                ids[row, : len(prompt_ids) + len(value)] = torch.tensor(prompt_ids + value)
+                mask[row, : len(prompt_ids) + len(value)] = 1
+            log_softmax = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), dim=-1)
+            for row, value in enumerate(batch):
+                steps = torch.arange(len(prompt_ids) - 1, len(prompt_ids) - 1 + len(value), device=device)
+                out.append(float(log_softmax[row, steps, torch.tensor(value, device=device)].sum()))
+    return np.array(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(parser)
+    parser.add_argument("--prompts", type=int, default=6, help="unseen prompts, evenly spaced")
+    parser.add_argument("--answers", type=int, default=1000)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--batch-nodes", type=int, default=256)
+    parser.add_argument("--plain-prompts", type=int, default=1, help="prompts whose values are also scored alone")
+    args = parser.parse_args()
+
+    with benchmark_model(args) as (path, model_name):
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        tokenizer = load_tokenizer(path)
+        model = load_model(path, "fp32", device.type).to(device).eval()
+        stops = stop_token_ids(model, tokenizer)
+        chosen = evenly_spaced(prompts("unseen"), args.prompts)
+        tries = trie_set_for_spaces(
+            tokenizer, SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 5, 16384))
+        )
+        options = ChatOptions.from_config(CHAT)
+        settings = SamplingSettings(args.answers, args.max_new_tokens, batch_size=args.answers)
+        rows = []
+        for i, prompt in enumerate(chosen):
+            ids, trie = chat_prompt_ids(tokenizer, prompt.prompt, options), tries.trie(i)
+            next_token = NextToken(stop_ids=tuple(stops))
+            exact_s, _ = _seconds(device, value_probabilities, model, ids, trie, args.batch_nodes, next_token)
+            sampling_s, drawn = _seconds(device, sample, model, ids, settings, stops, i + 1)
+            # an answer feeds every token it drew but the last (its stop token, or the one at max_new_tokens)
+            fed = sum(len(t) - (not done) for t, done in zip(drawn.token_ids, drawn.finished, strict=True))
+            row = {
+                "exact_tokens": forwarded_tokens(len(ids), trie),
+                "sampling_tokens": len(ids) + fed,
+                "plain_tokens": int(len(trie.value_leaf) * len(ids) + trie.value_length.sum()),
+                "exact_s": exact_s,
+                "sampling_s": sampling_s,
+            }  # fmt: skip
+            if i < args.plain_prompts:
+                row["plain_s"], _ = _seconds(device, plain_scores, model, ids, trie)
+            rows.append(row)
+
+    def mean(key: str) -> float:
+        return float(statistics.mean(row[key] for row in rows if key in row))
+
+    models = yaml.safe_load((REPO / "config.yaml").read_text())["models"]
+    tera = 1e12
+    projected = {
+        name: {
+            way: round(2 * entry["params_b"] * 1e9 * mean(f"{way}_tokens") / tera, 2) for way in ("exact", "sampling")
+        }
+        for name, entry in models.items()
+    }
+    print(
+        json.dumps(
+            {
+                "benchmark": "exact_pass",
+                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "torch_threads": torch.get_num_threads(),
+                "model": model_name,
+                "prompts": len(rows),
+                "values_per_prompt": round(float(np.diff(tries.value_offsets).mean()), 1),
+                "trie_nodes_per_prompt": round(float(np.diff(tries.node_offsets).mean()), 1),
+                "answers": args.answers,
+                "exact_tokens_per_prompt": round(mean("exact_tokens"), 1),
+                "sampling_tokens_per_prompt": round(mean("sampling_tokens"), 1),
+                "plain_tokens_per_prompt": round(mean("plain_tokens"), 1),
+                "exact_over_sampling_tokens": round(mean("exact_tokens") / mean("sampling_tokens"), 2),
+                "exact_s_per_prompt": round(mean("exact_s"), 3),
+                "sampling_s_per_prompt": round(mean("sampling_s"), 3),
+                "plain_s_per_prompt": round(mean("plain_s"), 3),
+                "plain_prompts": min(args.plain_prompts, len(rows)),
+                "projected_tflop_per_prompt": projected,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""The exact structured evaluation's runner: its outputs recompute from the stored probabilities with SciPy, it
+resumes after a preemption, and it refuses tries of another space."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from calibft.evals import exact_structured
+from calibft.evals.exact_structured import on_space_indices, run, score
+from calibft.evals.structured import run as run_structured
+from calibft.grid import prompts
+from calibft.io import load_npz, read_jsonl
+from calibft.jobs import ExactJob, StructuredJob
+from calibft.models import load_tokenizer
+from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.trie import trie_set_for_spaces
+
+CHAT = {"template_kwargs": {"enable_thinking": False}}
+IDS = ("poisson-001", "weibull-001", "bernoulli-001")
+SAMPLING = {"samples_per_prompt": 60, "max_new_tokens": 12, "batch_size": 30}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, briefly_trained_model) -> Path:
+    """A quickly trained tiny model, the evaluation space (d=5, 16384 bins) of a few held-out prompts and its
+    tries, and the structured samples of the base model."""
+    root = tmp_path_factory.mktemp("exact")
+    (root / "tiny").symlink_to(briefly_trained_model)
+    chosen = [p for p in prompts("ood") if p.id in IDS]
+    spaces = SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 5, 16384))
+    spaces.save(root / "space.npz")
+    trie_set_for_spaces(load_tokenizer(root / "tiny"), spaces).save(root / "tries.npz")
+    run_structured(
+        StructuredJob(
+            evaluation="structured", model=str(root / "tiny"), model_key="tiny", tokenizer=str(root / "tiny"),
+            chat=CHAT, condition="base", split="ood", seed=11, precision="fp32", sampling=SAMPLING,
+            out_dir=str(root / "structured"), tries=str(root / "tries.npz"), bootstrap_replicates=0,
+        )
+    )  # fmt: skip
+    return root
+
+
+def _job(root: Path, out: str, **changes) -> ExactJob:
+    job = ExactJob(
+        model=str(root / "tiny"), model_key="tiny", tokenizer=str(root / "tiny"), chat=CHAT, condition="base",
+        split="ood", seed=11, precision="fp32", sampling=SAMPLING, out_dir=str(root / out),
+        tries=str(root / "tries.npz"), space=str(root / "space.npz"),
+        samples=str(root / "structured" / "samples.jsonl.gz"), batch_nodes=64, spread_draws=50,
+    )  # fmt: skip
+    return replace(job, **changes)
+
+
+@pytest.fixture(scope="module")
+def evaluated(workdir) -> Path:
+    run(_job(workdir, "exact"))
+    return workdir / "exact"
+
+
+def test_metrics_recompute_from_the_stored_probabilities_with_scipy(workdir, evaluated):
+    arrays, _ = load_npz(evaluated / "probabilities.npz", required=("ids", "offsets", "values"))
+    metrics = json.loads((evaluated / "metrics.json").read_text())
+    spaces = SpaceSet.load(workdir / "space.npz")
+    samples = read_jsonl(workdir / "structured" / "samples.jsonl.gz")
+    assert list(arrays["ids"]) == [row["id"] for row in metrics["prompts"]]
+    assert sorted(arrays["ids"]) == sorted(IDS)
+    for i, row in enumerate(metrics["prompts"]):
+        part = slice(arrays["offsets"][i], arrays["offsets"][i + 1])
+        model, target = arrays["model_probs"][part], arrays["target_probs"][part]
+        space = spaces.space(spaces.index(row["id"]))
+        np.testing.assert_array_equal(target, space.probs)
+        np.testing.assert_array_equal(arrays["values"][part], [float(v) for v in space.values])
+        assert 0 < model.sum() <= 1 + 1e-9
+        assert row["mass"] == pytest.approx(model.sum(), rel=1e-12)
+        assert row["kl_on_space"] == pytest.approx(stats.entropy(target, model / model.sum()), rel=1e-9)
+        assert row["kl_sequences"] == pytest.approx(np.sum(target * np.log(target / model)), rel=1e-9)
+        assert row["w1_norm"] == pytest.approx(row["w1"] / row["w1_scale"], rel=1e-12)
+        mine = [s for s in samples if s["id"] == row["id"]]
+        strings = {v.decode() for v in space.values}
+        assert row["on_space"]["samples"] == sum(s["text"] in strings for s in mine)
+        assert row["sampled"]["valid"] == sum(s["valid"] for s in mine)
+        low, high = row["on_space"]["spread"] or (0, 0)
+        assert low <= high
+    within = [row["on_space"]["within"] for row in metrics["prompts"] if row["on_space"]["within"] is not None]
+    assert metrics["aggregate"]["within_spread"] == {
+        "prompts": len(within), "within": sum(within), "fraction": sum(within) / len(within) if within else None,
+    }  # fmt: skip
+    assert metrics["evaluation"] == "exact" and metrics["next_token"]["temperature"] == 1.0
+    assert all(row["forwarded_tokens"] > 0 for row in metrics["prompts"])
+
+
+def test_on_space_answers_are_the_canonical_strings_only():
+    strings = np.array([b"0.5", b"1.0", b"1.5"])
+    records = [{"text": "1.0"}, {"text": "1"}, {"text": "0.5"}, {"text": "0.50"}, {"text": "1.0"}]
+    assert on_space_indices(records, strings).tolist() == [1, 0, 1]
+
+
+def test_score_takes_family_means_then_the_median_across_families():
+    def row(family: str, w1: float | None, within: bool | None) -> dict:
+        on_space = {"within": within}
+        return {"family": family, "w1_norm": w1, "kl_on_space": 1.0, "kl_sequences": 2.0, "mass": 0.5,
+                "on_space": on_space}  # fmt: skip
+
+    rows = [row("a", 0.1, True), row("a", 0.3, False), row("b", 0.5, None), row("c", 0.9, True)]
+    aggregate = score(rows)["aggregate"]
+    assert aggregate["w1_norm"] == pytest.approx(0.5)  # median of 0.2, 0.5, 0.9
+    assert aggregate["within_spread"] == {"prompts": 3, "within": 2, "fraction": pytest.approx(2 / 3)}
+    assert score([row("a", None, None), row("b", 0.5, None)])["aggregate"]["w1_norm"] is None
+
+
+def test_a_preempted_run_resumes_to_the_uninterrupted_results(workdir, evaluated, monkeypatch):
+    job = _job(workdir, "resumed", checkpoint_dir=str(workdir / "checkpoint"))
+    real, calls = exact_structured.value_probabilities, []
+
+    def preempted_after_two_prompts(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("preempted")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exact_structured, "value_probabilities", preempted_after_two_prompts)
+    with pytest.raises(KeyboardInterrupt):
+        run(job)
+    assert len(list((workdir / "checkpoint").glob("*.jsonl.gz"))) == 2
+    calls.clear()
+    run(job)
+    assert len(calls) == 1  # only the prompt left
+    first, resumed = (json.loads((workdir / f / "metrics.json").read_text()) for f in ("exact", "resumed"))
+    assert resumed["prompts"] == first["prompts"]
+    assert not (workdir / "checkpoint").exists()
+
+
+def test_tries_of_another_space_are_refused(workdir, tmp_path):
+    spaces = SpaceSet.load(workdir / "space.npz")
+    other = replace(spaces, probs=spaces.probs[::-1].copy())
+    other.save(tmp_path / "other.npz")
+    with pytest.raises(ValueError, match="were not built from the space"):
+        run(_job(workdir, "refused", space=str(tmp_path / "other.npz")))
