@@ -26,8 +26,8 @@ from calibft.artifacts.structured import (
     Metrics,
     aggregates,
     condition_colors,
+    format_decimals,
     format_kl,
-    format_rate,
     format_w1,
     grouped_table,
 )
@@ -41,6 +41,12 @@ W1_GROUP = {"ood": "Exact OOD W₁ ↓", "unseen": "Exact Unseen-Param W₁ ↓"
 KL_SPACE_GROUP = "KL on space ↓"
 KL_SEQUENCES_GROUP = "KL sequences ↓"
 MASS_GROUP = "Mass on space ↑"
+
+
+def format_mass(value: float) -> str:
+    """A probability: `0.245`; below what three decimals resolve, `1.01e-05` (a base model's mass can be that
+    small, and a percentage would print every such cell as 0.0%)."""
+    return format_decimals(value, 3)
 
 
 def exact_table(
@@ -58,7 +64,7 @@ def exact_table(
         W1_GROUP[split]: ("w1_norm", format_w1, True),
         KL_SPACE_GROUP: ("kl_on_space", format_kl, True),
         KL_SEQUENCES_GROUP: ("kl_sequences", format_kl, True),
-        MASS_GROUP: ("mass", format_rate, False),
+        MASS_GROUP: ("mass", format_mass, False),
     }
     groups = [
         (group, aggregates(metrics, key, split, conditions, evaluation=EVALUATION), fmt, lowest)
