@@ -154,7 +154,7 @@ def _panel(ax, runs: Mapping[str, Any], color: str, clip: float) -> None:
     spanned = np.concatenate([exact, on_space, spread.ravel(), all_exact])
     spanned = spanned[np.isfinite(spanned) & (spanned > 0)]
     if not len(spanned):
-        ax.text(0.5, 0.5, "no defined prompt", transform=ax.transAxes, ha="center", fontsize=7)
+        ax.text(0.5, 0.5, "no prompt with a valid answer", transform=ax.transAxes, ha="center", fontsize=7)
         return
     low, high = spanned.min() / 2, min(spanned.max() * 2, clip)
     ax.vlines(exact, spread[0], spread[1], color=color, linewidth=0.8, alpha=0.7)
