@@ -148,8 +148,9 @@ def verdict_counts(comparisons: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def scatter(comparison: pd.DataFrame, title: str):
-    """Ours against the reference, one panel per column group (the metric), our intervals as error bars and
-    the colour of each point its verdict; the diagonal is agreement."""
+    """Ours against the reference, one panel per column group (the metric), the colour of each point its
+    verdict; the diagonal is agreement. Vertical bars: our interval; horizontal bars: the reference's tolerance.
+    A cell is within when the box that the two bars span touches the diagonal."""
     shown = comparison[comparison["reference_value"].notna() & comparison["ours"].notna()]
     group_of = shown["column"].str.rsplit(" / ", n=1).str[0]
     groups = list(dict.fromkeys(group_of))
@@ -163,7 +164,11 @@ def scatter(comparison: pd.DataFrame, title: str):
                 continue
             errors = np.abs(np.vstack([points["ours"] - points["low"], points["high"] - points["ours"]]))
             errors = np.where(np.isnan(errors), 0.0, errors)
-            ax.errorbar(points["reference_value"], points["ours"], yerr=errors, fmt="o", ms=3, color=color, label=name)
+            tolerance = np.nan_to_num(points["tolerance"].to_numpy(dtype=float), nan=0.0)
+            ax.errorbar(
+                points["reference_value"], points["ours"], yerr=errors, xerr=tolerance, fmt="o", ms=3, color=color,
+                label=name,
+            )  # fmt: skip
         values = pd.concat([part["reference_value"], part["ours"]])
         if len(values):
             low, high = float(values.min()), float(values.max())

@@ -8,7 +8,7 @@ import pytest
 from calibft.artifacts.registry import ARTIFACTS, where
 from calibft.artifacts.tables import Table
 from calibft.reference import ReferenceCell, compared_rows
-from calibft.reproduction import compare, recorded_reference, table_cells, verdict, verdict_counts
+from calibft.reproduction import compare, recorded_reference, scatter, table_cells, verdict, verdict_counts
 
 NAN = math.nan
 
@@ -57,6 +57,24 @@ def test_each_reference_cell_meets_ours():
     assert (result["protocol"] == "release").all()
     counts = verdict_counts({"main_ood": result}).iloc[0]
     assert (counts["within"], counts["outside"], counts["not run"], counts["cells"]) == (1, 1, 1, 5)
+
+
+def test_the_scatter_draws_our_interval_and_the_reference_tolerance():
+    """A wide tolerance makes a reference far from our interval `within`: its horizontal bar shows why."""
+    reference = [
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Base", "0.52", 0.52, 0.05),  # our [0.44, 0.48] widened by 0.05: within
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Soft", "0.3", 0.3, None),  # no tolerance: outside [0.19, 0.22]
+    ]
+    comparison = compare(reference, table_cells(grouped()), "release")
+    assert list(comparison["verdict"]) == ["within", "outside"]
+    figure = scatter(comparison, "main_ood")
+    bars = {}
+    for container in figure.axes[0].containers:
+        horizontal, vertical = container.lines[2]
+        bars[container.get_label()] = (horizontal.get_segments()[0], vertical.get_segments()[0])
+    (x_within, y_within), (x_outside, _) = bars["within"], bars["outside"]
+    assert x_within[:, 0] == pytest.approx([0.47, 0.57]) and y_within[:, 1] == pytest.approx([0.44, 0.48])
+    assert x_outside[:, 0] == pytest.approx([0.3, 0.3])
 
 
 def test_a_two_panel_cell_is_matched_on_its_panel():
