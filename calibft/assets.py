@@ -368,7 +368,7 @@ def _same_commit(got: str | None, expected: str, source: str) -> None:
 # Where `snapshot_download(local_dir=...)` records each file's commit and hash: `{file}.metadata`, three lines
 # (commit, ETag, time). The Hub's ETag of a file is its content hash: the SHA-256 of an LFS file (weights), the
 # git blob id of a plain one (configs, tokenizers).
-_DOWNLOAD_RECORDS = Path(".cache") / "huggingface" / "download"
+DOWNLOAD_RECORDS = Path(".cache") / "huggingface" / "download"
 
 
 def verify_snapshot(folder: str | os.PathLike, source: str, commit: str) -> int:
@@ -385,7 +385,7 @@ def verify_snapshot(folder: str | os.PathLike, source: str, commit: str) -> int:
         raise AssetError(f"the snapshot of {source} at commit {commit} in {folder} holds no files; {redo}")
     for path in files:
         name = path.relative_to(folder).as_posix()
-        record = folder / _DOWNLOAD_RECORDS / f"{name}.metadata"
+        record = folder / DOWNLOAD_RECORDS / f"{name}.metadata"
         try:
             recorded_commit, etag = record.read_text(encoding="utf-8").splitlines()[:2]
         except (OSError, ValueError) as err:

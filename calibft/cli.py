@@ -162,8 +162,7 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 
 def _reference(args: argparse.Namespace) -> None:
     if args.record is not None:
-        paper_csv = reference.REPOSITORY / "reference" / "paper.csv"
-        paper = reference.read_csv(paper_csv.read_text(), str(paper_csv))
+        paper = reference.read_csv_file(reference.REPOSITORY / "reference" / "paper.csv")
         names = [row.name for row in reference.compared_rows(ARTIFACTS, list(paper))]
         sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))
         if args.machine is not None:

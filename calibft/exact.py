@@ -74,42 +74,43 @@ def node_log_probs(
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty: the first token of a value needs logits to be scored from")
     device = input_device(model)
-    log_probs = np.zeros(trie.num_nodes, dtype=np.float64)
-    leaves = np.zeros(trie.num_nodes, dtype=bool)
-    leaves[trie.value_leaf] = True
-    scorer = _ChildScorer(trie, leaves, log_probs, next_token)
+    scorer = _ChildScorer(trie, next_token)
     with inference(model):
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
         prefill = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
         root = np.zeros(1, dtype=np.int64)
         scorer.score(root, prefill.logits[:, -1])
-        # (internal nodes of one depth, the cache of their parents, each node's parent row in that cache)
-        first = scorer.internal_children(root)
-        pending = [(first, prefill.past_key_values, np.zeros(len(first), dtype=np.int64))]
+        # (internal nodes of one depth, each one's parent row in the cache, the cache of their parents)
+        pending = [(*scorer.internal_children(root), prefill.past_key_values)]
         while pending:
-            nodes, parent_cache, parent_rows = pending.pop()
+            nodes, parent_rows, parent_cache = pending.pop()
             batch, rest = slice(0, batch_nodes), slice(batch_nodes, None)
             if len(nodes) > batch_nodes:  # the rest of this level waits below the batch's descendants
-                pending.append((nodes[rest], parent_cache, parent_rows[rest]))
+                pending.append((nodes[rest], parent_rows[rest], parent_cache))
             nodes, parent_rows = nodes[batch], parent_rows[batch]
             cache = copy.deepcopy(parent_cache)
             cache.batch_select_indices(torch.as_tensor(parent_rows, device=device))
             tokens = torch.as_tensor(trie.node_token[nodes], device=device).long()[:, None]
             out = model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
             scorer.score(nodes, out.logits[:, -1])
-            children, rows = scorer.internal_children(nodes, with_rows=True)
+            children, rows = scorer.internal_children(nodes)
             if len(children):
-                pending.append((children, cache, rows))
-    return log_probs
+                pending.append((children, rows, cache))
+    return scorer.log_probs
 
 
 class _ChildScorer:
-    """Writes the log-probabilities of the children of scored parents into `log_probs`."""
+    """Scores the children of parents whose log-probabilities are known, into `log_probs` (node 0 is 0)."""
 
-    def __init__(self, trie: Trie, leaves: np.ndarray, log_probs: np.ndarray, next_token: NextToken):
-        self.trie, self.leaves, self.log_probs, self.next_token = trie, leaves, log_probs, next_token
+    def __init__(self, trie: Trie, next_token: NextToken):
+        self.trie, self.next_token = trie, next_token
+        self.log_probs = np.zeros(trie.num_nodes, dtype=np.float64)
         self.child_start = trie.child_start.astype(np.int64)
         self.child_count = trie.child_count.astype(np.int64)
+        self.leaves = np.zeros(trie.num_nodes, dtype=bool)  # the nodes after a value's EOS
+        self.leaves[trie.value_leaf] = True
+        stop_ids = next_token.stop_ids
+        self.stop_ids = None if stop_ids is None else torch.tensor(stop_ids, dtype=torch.long)
 
     def children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The children of `parents` (each parent's run in order) and the index in `parents` of each one's."""
@@ -118,25 +119,23 @@ class _ChildScorer:
         rank = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         return self.child_start[parents][row] + rank, row
 
-    def internal_children(self, parents: np.ndarray, with_rows: bool = False):
-        """The children of `parents` that have children of their own (and, `with_rows`, their parent's index)."""
+    def internal_children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The children of `parents` that have children of their own, and the index in `parents` of each one's."""
         kids, row = self.children(parents)
         internal = self.child_count[kids] > 0
-        return (kids[internal], row[internal]) if with_rows else kids[internal]
+        return kids[internal], row[internal]
 
     def score(self, parents: np.ndarray, logits: torch.Tensor) -> None:
         """Score the children of `parents` from their next-token `logits` [len(parents), vocab] (row i after the
-        prefix of parents[i]); the parents' own log-probabilities are already there."""
+        prefix of parents[i])."""
         kids, row = self.children(parents)
         log_softmax = self.next_token.log_probs(logits)
         rows = torch.as_tensor(row, device=log_softmax.device)
         tokens = torch.as_tensor(self.trie.node_token[kids], device=log_softmax.device).long()
         terms = log_softmax[rows, tokens].double()
-        stop_ids = self.next_token.stop_ids
-        if stop_ids is not None:
+        if self.stop_ids is not None:
             ends = torch.as_tensor(self.leaves[kids], device=log_softmax.device)
-            stops = torch.as_tensor(list(stop_ids), device=log_softmax.device).long()
-            stop_terms = torch.logsumexp(log_softmax[:, stops], dim=-1).double()
+            stop_terms = torch.logsumexp(log_softmax[:, self.stop_ids.to(log_softmax.device)], dim=-1).double()
             terms = torch.where(ends, stop_terms[rows], terms)
         self.log_probs[kids] = self.log_probs[parents][row] + terms.cpu().numpy()
 

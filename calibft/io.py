@@ -23,15 +23,22 @@ import numpy as np
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _disk_full(err: OSError, path: Path) -> OSError:
-    """The OSError of a full disk, saying where and what to do; `path` was left as it was."""
-    return OSError(
-        err.errno,
-        f"the disk is full: no space left in {path.parent} while writing {path} ({err.strerror or err}). Free "
-        f"space there (or move results/ to a larger disk) and rerun; {path} was left as it was, and the partial "
-        "file was removed",
-        str(path),
-    )
+@contextmanager
+def _full_disk_named(path: Path) -> Iterator[None]:
+    """A full disk in the block (ENOSPC, EDQUOT) raised again as an OSError saying where and what to do; the
+    callers leave `path` as it was."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _DISK_FULL:
+            raise
+        raise OSError(
+            err.errno,
+            f"the disk is full: no space left in {path.parent} while writing {path} ({err.strerror or err}). Free "
+            f"space there (or move results/ to a larger disk) and rerun; {path} was left as it was, and the "
+            "partial file was removed",
+            str(path),
+        ) from err
 
 
 @contextmanager
@@ -44,16 +51,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; results are shared like any file
-        os.replace(tmp, path)
-    except OSError as err:
-        if err.errno in _DISK_FULL:
-            raise _disk_full(err, path) from err
-        raise
+        with _full_disk_named(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            yield Path(tmp)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; results are shared like any file
+            os.replace(tmp, path)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
@@ -66,21 +70,18 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     built = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        built = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent))
-        yield built
-        os.chmod(built, 0o777 & ~_umask())  # mkdtemp makes the folder private; results are shared like any folder
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-        try:
-            with suppress(FileNotFoundError):  # nothing there yet
-                path.rename(old / "folder")
-            built.rename(path)
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as err:
-        if err.errno in _DISK_FULL:
-            raise _disk_full(err, path) from err
-        raise
+        with _full_disk_named(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            built = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".building", dir=path.parent))
+            yield built
+            os.chmod(built, 0o777 & ~_umask())  # mkdtemp makes the folder private; results are shared
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            try:
+                with suppress(FileNotFoundError):  # nothing there yet
+                    path.rename(old / "folder")
+                built.rename(path)
+            finally:
+                shutil.rmtree(old, ignore_errors=True)
     finally:
         if built is not None:
             shutil.rmtree(built, ignore_errors=True)

@@ -6,8 +6,7 @@ import json
 import os
 from pathlib import Path
 
-# Where `snapshot_download(local_dir=...)` records each file it wrote (calibft.assets.verify_snapshot).
-_DOWNLOAD_RECORDS = Path(".cache") / "huggingface" / "download"
+from calibft.assets import DOWNLOAD_RECORDS
 
 
 def check_snapshot(folder: str | Path) -> None:
@@ -15,7 +14,7 @@ def check_snapshot(folder: str | Path) -> None:
     or a copy cut short), naming the folder, the files and how to fetch it again. Hugging Face ids, and folders
     without download records (a model of your own), are left to `from_pretrained`."""
     folder = Path(folder)
-    records = folder / _DOWNLOAD_RECORDS
+    records = folder / DOWNLOAD_RECORDS
     if not records.is_dir():
         return
     missing = sorted(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass, fields
@@ -200,6 +201,11 @@ def to_csv(cells: Iterable[ReferenceCell]) -> str:
 
 
 CSV_COLUMNS = ("artifact", "panel", "block", "row", "column", "printed", "value", "tolerance", "bold")
+
+
+def read_csv_file(path: str | os.PathLike) -> list[ReferenceCell]:
+    """The cells of a reference CSV file (`read_csv`, its errors naming the file)."""
+    return list(read_csv(Path(path).read_text(), str(path)))
 
 
 def read_csv(text: str, source: str = "reference/paper.csv") -> Iterator[ReferenceCell]:

@@ -50,7 +50,7 @@ from calibft.jobs import (  # noqa: E402
 )
 from calibft.layout import Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
-from calibft.reference import compared_rows, read_csv  # noqa: E402
+from calibft.reference import compared_rows, read_csv_file  # noqa: E402
 
 # a config that does not match the schema stops here, before any job, naming the file, the key and the fix
 validate_config(
@@ -307,15 +307,11 @@ def structured_tries(wildcards):
 
 
 def exact_inputs(wildcards):
-    """The exact evaluation's space and tries of the split, and the structured samples it is set against."""
-    layout, space = run_layout(wildcards), STRUCTURED["space"]
-    return {
-        "tries": layout.structured_tries(wildcards.model, wildcards.eval_split),
-        "space": layout.space(space, wildcards.eval_split),
-        "samples": layout.samples_file(
-            wildcards.model, wildcards.cond, wildcards.eval_split
-        ),
-    }
+    """The files its job reads: the split's tries and space, and the structured samples it is set against."""
+    job = ExactJob.from_config(
+        run_layout(wildcards), wildcards.model, wildcards.cond, wildcards.eval_split
+    )
+    return {"tries": job.tries, "space": job.space, "samples": job.samples}
 
 
 def ssot_prompts_files(wildcards):
@@ -471,7 +467,7 @@ def structured_outputs():
 
 # The reproduction report (calibft.reproduction): each compared table against the configured reference.
 REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
-REFERENCE_CELLS = list(read_csv(Path(REFERENCE).read_text(), source=str(REFERENCE)))
+REFERENCE_CELLS = read_csv_file(REFERENCE)
 REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
 
 

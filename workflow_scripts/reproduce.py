@@ -4,7 +4,7 @@ from pathlib import Path
 
 from calibft.artifacts.inputs import seed_inputs
 from calibft.artifacts.registry import artifact
-from calibft.reference import read_csv
+from calibft.reference import read_csv_file
 from calibft.reproduction import reproduce
 from calibft.runlog import log_to
 
@@ -12,7 +12,7 @@ log = log_to(snakemake.log[0])
 row = artifact(snakemake.wildcards.artifact)
 settings = snakemake.params.settings
 per_seed = seed_inputs(dict(snakemake.input.items()), row.name, settings["seeds"])
-reference = list(read_csv(Path(snakemake.input.reference).read_text(), snakemake.input.reference))
+reference = read_csv_file(snakemake.input.reference)
 source = snakemake.config["reproduction"]["reference"]
 directory = Path(snakemake.output[0]).parent
 written = reproduce(row, per_seed, settings, reference, source, snakemake.params.protocol, directory)

@@ -39,8 +39,10 @@ from calibft.evals.metrics import (
     exact_aggregate,
     exact_kl,
     exact_wasserstein1,
+    family_rows,
     finite_or_none,
     sampled_w1_spread,
+    undefined_families,
     w1_scale,
     wasserstein1,
 )
@@ -123,11 +125,7 @@ def score(rows: Sequence[dict], kl_across_families: str = "mean", **header) -> d
     prompts' on-space sampled W1 lies within its spread."""
     aggregate = exact_aggregate(rows, kl_across_families)
     means = aggregate.pop("family_means")
-    families = [row["family"] for row in rows]
-    family_rows = [
-        {"family": name, **{key: means[key][name] for key in means}, "num_prompts": families.count(name)}
-        for name in means["w1_norm"]
-    ]
+    families = family_rows(means, [row["family"] for row in rows])
     verdicts = [row["on_space"]["within"] for row in rows if row["on_space"]["within"] is not None]
     within = {
         "prompts": len(verdicts),
@@ -139,10 +137,10 @@ def score(rows: Sequence[dict], kl_across_families: str = "mean", **header) -> d
         "aggregate": {
             **aggregate,
             "within_spread": within,
-            "num_families": len(family_rows),
-            "undefined_families": [name for name, mean in means["w1_norm"].items() if mean is None],
+            "num_families": len(families),
+            "undefined_families": undefined_families(means["w1_norm"]),
         },
-        "families": family_rows,
+        "families": families,
         "prompts": list(rows),
     }
 

@@ -184,6 +184,22 @@ def across_families(means: Mapping[str, float | None], how: str) -> float | None
     return float(reduce(list(means.values())))
 
 
+def family_rows(means: Mapping[str, Mapping[str, float | None]], families: Sequence[str]) -> list[dict]:
+    """metrics.json's `families`: per family (in the order of `means`), its mean of each key and its number of
+    prompts (`families`: each prompt's family)."""
+    families = list(families)
+    names = next(iter(means.values()))
+    return [
+        {"family": name, **{key: means[key][name] for key in means}, "num_prompts": families.count(name)}
+        for name in names
+    ]
+
+
+def undefined_families(means: Mapping[str, float | None]) -> list[str]:
+    """The families without a finite mean, which leave an aggregate across families undefined."""
+    return [name for name, mean in means.items() if mean is None]
+
+
 def exact_aggregate(rows: Sequence[Mapping], kl_across_families: str = "mean") -> dict:
     """The aggregate of an exact evaluation from its per-prompt rows, as the structured one's: normalized W1 the
     median across families of their means, the KLs the mean or median of the family means

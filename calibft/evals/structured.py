@@ -33,9 +33,11 @@ from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_promp
 from calibft.evals import ssot_release
 from calibft.evals.bootstrap import LEVEL, PromptSamples, structured_intervals
 from calibft.evals.metrics import (
+    family_rows,
     finite_or_none,
     parse_number,
     structured_aggregate,
+    undefined_families,
     valid_mask,
     w1_scale,
     wasserstein1,
@@ -127,21 +129,17 @@ def score(
     for record in records:
         by_prompt[record["id"]].append(record)
     rows = [prompt_metrics(p, by_prompt[p.id], None if logit_kl is None else logit_kl[p.id]) for p in chosen]
-    families = [row["family"] for row in rows]
     aggregate = structured_aggregate(rows, logit_kl_across_families)
     means = aggregate.pop("family_means")
-    family_rows = [
-        {"family": name, **{key: means[key][name] for key in means}, "num_prompts": families.count(name)}
-        for name in means["w1_norm"]
-    ]
+    families = family_rows(means, [row["family"] for row in rows])
     metrics = {
         **header,
         "aggregate": {
             **aggregate,
-            "num_families": len(family_rows),
-            "undefined_families": [name for name, mean in means["w1_norm"].items() if mean is None],
+            "num_families": len(families),
+            "undefined_families": undefined_families(means["w1_norm"]),
         },
-        "families": family_rows,
+        "families": families,
         "prompts": rows,
     }
     if replicates:
