@@ -290,7 +290,7 @@ class ExactJob(ModelJob):
     samples: str  # samples.jsonl.gz of the structured evaluation of the same model, condition and split
     prompt_ids: list[str] | None = None  # the structured evaluation's; None: every prompt
     batch_nodes: int = 256  # trie nodes fed together (calibft.exact)
-    spread_draws: int = 200  # simulated sample sets per prompt behind the sampling spread
+    spread_draws: int = 2000  # simulated sample sets per prompt behind the sampling spread (10 in each 0.5% tail)
 
     def __post_init__(self):
         if self.batch_nodes < 1:

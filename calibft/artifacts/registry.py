@@ -265,7 +265,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
         ("exact",),
         f"{EXACT}:render_exact_figure",
         "Each prompt's sampled normalized W1 against its exact value, one panel per split and condition: filled, "
-        "the answers that are canonical strings of the space (the exact distribution's event), with the 95% spread "
+        "the answers that are canonical strings of the space (the exact distribution's event), with the 99% spread "
         "that as many draws from the exact distribution give; hollow, every valid answer (the paper's W1). The "
         "title counts the prompts whose filled point lies within its spread.",
     ),

@@ -15,7 +15,7 @@ engine's stop tokens ending a value), and from them, free of sampling noise:
 It then sets the structured evaluation's samples of the same run against that distribution. `sampled` is the
 paper's sampled W1 (every valid answer) with the spread that as many draws from the exact distribution give;
 `on_space` keeps the answers whose text is a canonical string of the space, the same event as the exact
-distribution's, so that their W1 falls within its spread (`within`) for about 95% of prompts when the engine
+distribution's, so that their W1 falls within its spread (`within`) for about 99% of prompts when the engine
 samples what the exact pass computes.
 
 Outputs in `out_dir`: `probabilities.npz` (per prompt, with offsets: the values, the model's probabilities and

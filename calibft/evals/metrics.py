@@ -112,7 +112,10 @@ def exact_kl(target: np.ndarray, model: np.ndarray) -> dict[str, float]:
     return {"on_space": on_space, "sequences": sequences, "mass": mass}
 
 
-SPREAD_LEVEL = 0.95  # the central share of simulated sampled W1 values that `sampled_w1_spread` spans
+# The central share of simulated sampled W1 values that `sampled_w1_spread` spans: at 99%, a run whose answers
+# follow the exact distribution has about one prompt in a hundred outside, so a check over a hundred prompts
+# does not turn on chance (at 95%, 5 are expected and 10 happen in a few percent of runs)
+SPREAD_LEVEL = 0.99
 
 
 def sampled_w1_spread(
