@@ -5,13 +5,16 @@
 #   make mini   # the structured-sampling result on SmolLM2-135M-Instruct and Gemma-3-270M (profiles/mini)
 #   make mini-gpu   # the same on one GPU with the paper's recipes and sampling budget (profiles/mini-gpu)
 #   make test   # the fast tier: the library's tests, no Snakemake run (a few minutes)
-#   make test-all   # the fast tier, then the workflow tier (dry runs, the demo inside pytest): what CI runs
+#   make test-all   # the fast tier, then the workflow tier (dry runs, the demo inside pytest): what CI runs.
+#                   # As root with Debian's Slurm installed, the workflow tier runs on a Slurm cluster that it
+#                   # starts and stops (tests/workflow/slurm_cluster.py): the demo goes through profiles/slurm
 #   make test-avx2   # both tiers as on a CPU without AVX-512 (calibft cpu --as-avx2)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
+PYTEST := $(BIN)/pytest -n 2 --dist loadgroup --durations=15
 STAMP := $(VENV)/.installed
+TEST_CLUSTER ?= /tmp/calibft-test-cluster
 
 .PHONY: setup demo smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark
 
@@ -49,7 +52,7 @@ test: $(STAMP)
 	$(PYTEST) -m "not workflow"
 
 test-workflow: $(STAMP)
-	$(PYTEST) -m workflow
+	$(BIN)/python -m tests.workflow.slurm_cluster $(TEST_CLUSTER) -- $(PYTEST) -m workflow
 
 test-all: test test-workflow
 

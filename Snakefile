@@ -10,7 +10,13 @@ from snakemake.utils import min_version
 min_version("9.0")  # as pyproject.toml's `workflow` extra
 
 
-configfile: "config.yaml"
+# config.yaml is the paper's configuration. A file given with --configfile extends it, unless that file is a
+# whole configuration of its own (`standalone: true`, as the demo, smoke and mini configurations are), which
+# replaces it. The configuration says so itself, so that a cluster job, which Snakemake starts with the
+# --configfiles but without --replace-workflow-config, reads the same configuration as the main process.
+if not config.get("standalone", False):
+
+    configfile: "config.yaml"
 
 
 report: "report/workflow.rst"

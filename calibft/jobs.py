@@ -60,6 +60,8 @@ class TrainJob:
     out_dir: str  # results/adapters/{model}/{recipe}
     checkpoint_dir: str  # survives a failed job, unlike the outputs
     protocol: dict = field(default_factory=_protocol)  # every switch's value (calibft.protocol)
+    # processes that train together (one per GPU): they set the global batch and the steps, so a change reruns
+    world_size: int = 1
 
     @classmethod
     def from_config(cls, layout: Layout, model: str, recipe: str) -> TrainJob:
@@ -76,7 +78,13 @@ class TrainJob:
             out_dir=layout.adapter_folder(model, recipe),
             checkpoint_dir=layout.train_checkpoints(model, recipe),
             protocol=layout.protocol,
+            world_size=training_processes(entry),
         )
+
+
+def training_processes(entry: dict) -> int:
+    """The processes of a model's training run: one per GPU of its `resources`, one on the CPU."""
+    return max(1, entry["resources"]["gpus"])
 
 
 @dataclass(frozen=True, kw_only=True)

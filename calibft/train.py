@@ -10,12 +10,14 @@ family-balanced order, this rank's shard and its batches; for every batch sample
 per item, compute the objective from one forward pass, step. Every `checkpoint_every` steps the full
 state goes to the checkpoint folder, and a restarted job continues from there to the same adapter. The folder
 is stamped with the job and its base model's files, so that a different job never resumes from it, and it is
-removed once the adapter is saved.
+removed once the adapter is saved. Inside a Slurm job, a run that comes within `stop_before_time_limit`
+minutes of the job's time limit writes a checkpoint and stops, for its retry to resume.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -35,6 +37,7 @@ from calibft.models import attach_lora, load_model, load_tokenizer, padding_id
 from calibft.objectives import hard_batch_loss, path_kl, soft_batch_loss
 from calibft.output_space import SpaceSet
 from calibft.provenance import package_versions, write_provenance
+from calibft.time_limit import TimeLimit
 from calibft.trie import TrieSet
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
@@ -47,8 +50,34 @@ def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, job: TrainJob) -> float:
 
 
 def _progress(checkpoint_dir: Path) -> dict:
+    """The last checkpoint: its step and the folder of its state; step 0 where none was written."""
     path = checkpoint_dir / "progress.json"
     return json.loads(path.read_text()) if path.exists() else {"step": 0}
+
+
+def check_process_group(accelerator, world_size: int) -> None:
+    """Stop unless this process is one of a group of `world_size` (the job's processes, one per GPU). Launched
+    processes that find no working CUDA device do not form a group: each would train alone, all into the same
+    checkpoint folder."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if accelerator.num_processes == world_size == launched:
+        return
+    cuda = f"torch.cuda.is_available() is {torch.cuda.is_available()} with {torch.cuda.device_count()} devices"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    raise SystemExit(
+        f"calibft.train: this run trains with {world_size} processes (the model's resources.gpus), {launched} "
+        f"were launched, and process {accelerator.process_index} is in a group of {accelerator.num_processes} "
+        f"({cuda}; CUDA_VISIBLE_DEVICES={visible}). The processes did not form one group, so each would train "
+        "alone into the same checkpoint folder: stopping before any step. Run it where the GPUs work, or set "
+        "the model's resources.gpus to the GPUs there (0 trains one process on the CPU)."
+    )
+
+
+def _agreed(accelerator, flag: bool) -> bool:
+    """True on every process when it is True on any (the processes must stop at the same step)."""
+    if accelerator.num_processes == 1:
+        return flag
+    return bool(accelerator.reduce(torch.tensor(float(flag), device=accelerator.device), reduction="max").item())
 
 
 def run(job: TrainJob) -> None:
@@ -64,6 +93,7 @@ def run(job: TrainJob) -> None:
         mixed_precision="bf16" if use_gpu and training["precision"] == "bf16" else "no",
         step_scheduler_with_optimizer=False,
     )
+    check_process_group(accelerator, job.world_size)
     torch.manual_seed(job.seed)
 
     tokenizer = load_tokenizer(job.tokenizer)
@@ -83,7 +113,7 @@ def run(job: TrainJob) -> None:
     probe_ids = [chat_prompt_ids(tokenizer, p.prompt, options, bos=bos) for p in probe_prompts]
     families = [p.family for p in chosen]
 
-    world, rank, batch_size = accelerator.num_processes, accelerator.process_index, training["per_device_batch_size"]
+    world, rank, batch_size = job.world_size, accelerator.process_index, training["per_device_batch_size"]
     steps = total_steps(len(chosen), recipe, batch_size, world)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
@@ -102,7 +132,7 @@ def run(job: TrainJob) -> None:
     progress = _progress(checkpoint_dir)
     log_path = checkpoint_dir / "train_log.jsonl"
     if progress["step"] > 0:
-        accelerator.load_state(str(checkpoint_dir / "state"))
+        accelerator.load_state(str(checkpoint_dir / progress["state"]))
         kept = [r for r in read_jsonl(log_path) if r["step"] <= progress["step"]] if log_path.exists() else []
         accelerator.print(f"resuming at step {progress['step']} of {steps}")
     else:
@@ -111,6 +141,8 @@ def run(job: TrainJob) -> None:
     if accelerator.is_main_process:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    attempts = Attempts(checkpoint_dir, progress["step"], started, write=accelerator.is_main_process)
+    time_limit = TimeLimit.of_this_job(training["stop_before_time_limit"])
 
     model.train()
     max_len, step = training["max_seq_len"], 0
@@ -148,26 +180,64 @@ def run(job: TrainJob) -> None:
                 }
                 with open(log_path, "a") as log:
                     log.write(json.dumps(record) + "\n")
-            if step % training["checkpoint_every"] == 0 or step == steps:
+                attempts.alive()
+            out_of_time = step < steps and _agreed(accelerator, time_limit.reached())
+            if step % training["checkpoint_every"] == 0 or step == steps or out_of_time:
                 _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
+            if out_of_time:
+                raise SystemExit(
+                    f"calibft.train: stopped after step {step} of {steps}, {training['stop_before_time_limit']} "
+                    f"minutes before the Slurm job's time limit (training.stop_before_time_limit); its checkpoint "
+                    f"is written, and a retry of this job resumes from it"
+                )
 
     kl_after = _probe_kl(model, probe, probe_ids, pad_id, job)
-    _save_adapter(accelerator, model, job, log_path, steps, progress["kl_before"], kl_after, started)
+    _save_adapter(accelerator, model, job, log_path, steps, progress["kl_before"], kl_after, attempts)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         finish_checkpoints(checkpoint_dir)  # the adapter is saved: a later run starts afresh
 
 
 def _checkpoint(accelerator, checkpoint_dir: Path, progress: dict) -> None:
-    """The full training state; progress.json is written last, so it only ever names a complete state."""
-    state = checkpoint_dir / "state"
-    accelerator.save_state(str(state))
+    """The full training state of this step, in a folder of its own. progress.json, replaced atomically once every
+    process has saved, names it, so it only ever names a complete state; the older states are removed after."""
+    state = f"state-{progress['step']}"
+    if accelerator.is_main_process:
+        shutil.rmtree(checkpoint_dir / state, ignore_errors=True)  # half written by a killed attempt
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(checkpoint_dir / state))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        write_json(checkpoint_dir / "progress.json", progress)
+        write_json(checkpoint_dir / "progress.json", {**progress, "state": state})
+        for old in checkpoint_dir.glob("state*"):
+            if old.name != state:
+                shutil.rmtree(old)
+    accelerator.wait_for_everyone()
 
 
-def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_before, kl_after, started) -> None:
+class Attempts:
+    """The wall time of every attempt of a run (attempts.json in the checkpoint folder): when each started, at
+    which step, and when it last finished a step, so that run.json counts the attempts that a preemption or a
+    time limit ended."""
+
+    def __init__(self, checkpoint_dir: Path, resumed_at: int, started: float, write: bool):
+        self.path, self.write = checkpoint_dir / "attempts.json", write
+        self.records = json.loads(self.path.read_text()) if self.path.exists() else []
+        self.records.append({"started": started, "resumed_at_step": resumed_at, "last_step_done": started})
+        self.alive()
+
+    def alive(self) -> None:
+        self.records[-1]["last_step_done"] = time.time()
+        if self.write:
+            write_json(self.path, self.records)
+
+    def wall_time_s(self) -> float:
+        """The earlier attempts up to their last step, and this one until now."""
+        earlier = sum(r["last_step_done"] - r["started"] for r in self.records[:-1])
+        return earlier + time.time() - self.records[-1]["started"]
+
+
+def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_before, kl_after, attempts) -> None:
     state_dict = accelerator.get_state_dict(model)  # gathers the shards under FSDP
     if not accelerator.is_main_process:
         return
@@ -187,7 +257,8 @@ def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_b
             "job": asdict(job),
             "steps": steps,
             "world_size": accelerator.num_processes,
-            "wall_time_s": time.time() - started,
+            "wall_time_s": attempts.wall_time_s(),
+            "attempts": [{"resumed_at_step": r["resumed_at_step"]} for r in attempts.records],
             "unseen_soft_kl_before": kl_before,
             "unseen_soft_kl_after": kl_after,
             "versions": package_versions(),

@@ -47,10 +47,27 @@ from calibft.jobs import (  # noqa: E402
     StructuredJob,
     TinyBenchJob,
     TrainJob,
+    training_processes,
 )
 from calibft.layout import Layout  # noqa: E402
 from calibft.protocol import protocol_name  # noqa: E402
 from calibft.reference import compared_rows, read_csv_file  # noqa: E402
+from calibft.slurm_states import watch_ended_jobs  # noqa: E402
+
+# The slurm executor plugin would wait forever on a job that was cancelled, or preempted and not requeued: such a
+# job is reported as failed instead, so that Snakemake resubmits it (`retries`) or stops with what happened.
+watch_ended_jobs()
+
+# A cluster job gets the --configfiles of the main process but not --replace-workflow-config, so it would read
+# config.yaml under a configuration that the main process read alone (see the Snakefile).
+if workflow.config_settings.replace_workflow_config and not config.get(
+    "standalone", False
+):
+    raise ValueError(
+        "--replace-workflow-config is not passed on to cluster jobs, which would then read config.yaml under "
+        f"{' and '.join(map(str, workflow.overwrite_configfiles))}: put `standalone: true` in a configuration "
+        "that replaces config.yaml, and drop the option"
+    )
 
 # a config that does not match the schema stops here, before any job, naming the file, the key and the fix
 validate_config(
@@ -280,14 +297,21 @@ EVAL_RESOURCES = job_resources(lambda name: model_resource(name, "eval_resources
 SCORING_RESOURCES = job_resources(scoring_resource)
 
 
-def train_launcher(wildcards, resources):
+def train_launcher(wildcards):
     """One process on the CPU or one GPU; `accelerate launch` with a process per GPU otherwise."""
-    if resources.gpu <= 1:
+    processes = training_processes(config["models"][wildcards.model])
+    if processes == 1:
         return "python"
     return (
         f"accelerate launch --config_file {workflow.basedir}/launch/"
-        f"{config['training']['distributed']}.yaml --num_processes {resources.gpu}"
+        f"{config['training']['distributed']}.yaml --num_processes {processes}"
     )
+
+
+def attempt(wildcards, attempt):
+    """A rule's `attempt` resource: which attempt of the job this is (1, then 2... on retries), for
+    `python -m calibft.runlog`, which keeps the log of every attempt."""
+    return attempt
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ rule train:
     threads: model_resource("cpus")
     resources:
         **TRAIN_RESOURCES,
+        attempt=attempt,
     params:
         job=job_params(TrainJob.from_config),
         launcher=train_launcher,
     shell:
-        "{params.launcher} -m calibft.train {params.job:q} > {log} 2>&1"
+        "python -m calibft.runlog {log} {resources.attempt} {params.launcher} -m calibft.train {params.job:q}"

@@ -68,3 +68,12 @@ def assert_saved_as_dequantized(folder: Path, gguf_file: Path, names: dict[str, 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The tests of a module run in one xdist worker (`--dist loadgroup`, as `loadfile` would), unless the module
+    names a group of its own: the demo's modules share one, so that the demo runs once."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -182,7 +182,7 @@ def run_training(folder, out, preset):
     training = {
         "lora": lora, "learning_rate": 1e-3, "weight_decay": 0.0, "warmup_fraction": 0.0, "per_device_batch_size": 2,
         "gradient_accumulation": 1, "max_seq_len": 256, "precision": "fp32", "distributed": "ddp",
-        "checkpoint_every": 10, "kl_probe_paths": 1,
+        "checkpoint_every": 10, "kl_probe_paths": 1, "stop_before_time_limit": 10,
     }  # fmt: skip
     recipe = {"objective": "hard", "space": "t", "epochs": 1, "samples_per_prompt": 1, "max_steps": 1}
     fields = model_fields(folder, out, preset)

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.demo.tiny_model import build_tiny_model
 from calibft.grid import prompts, select
+from calibft.io import read_jsonl
 from calibft.jobs import TrainJob
 from calibft.models import attach_lora, load_model, load_tokenizer
 from calibft.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
@@ -30,7 +31,7 @@ LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_pro
 TRAINING = {
     "lora": LORA, "learning_rate": 1e-3, "weight_decay": 0.01, "warmup_fraction": 0.1, "per_device_batch_size": 4,
     "gradient_accumulation": 1, "max_seq_len": 256, "precision": "fp32", "distributed": "ddp",
-    "checkpoint_every": 4, "kl_probe_paths": 2,
+    "checkpoint_every": 4, "kl_probe_paths": 2, "stop_before_time_limit": 10,
 }  # fmt: skip
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 
@@ -99,9 +100,13 @@ def test_resuming_after_preemption_gives_the_uninterrupted_adapter(workdir, monk
     with pytest.raises(KeyboardInterrupt):
         run(job)
     monkeypatch.setattr(torch.optim.AdamW, "step", real_step)
-    assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 8
+    progress = json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())
+    assert progress["step"] == 8 and progress["state"] == "state-8"
+    assert sorted(p.name for p in Path(job.checkpoint_dir).glob("state*")) == ["state-8"]
     run(job)
     resumed = load_file(Path(job.out_dir) / "adapter_model.safetensors")
+    run_json = json.loads((Path(job.out_dir) / "run.json").read_text())
+    assert run_json["attempts"] == [{"resumed_at_step": 0}, {"resumed_at_step": 8}]
 
     assert straight.keys() == resumed.keys() and straight
     for name in straight:
@@ -161,7 +166,7 @@ def test_a_checkpoint_of_another_base_model_is_not_resumed(workdir, tmp_path, mo
 def test_data_parallel_processes_step_the_schedule_once_per_optimizer_step(workdir, tmp_path):
     """The paper trains on 4 GPUs, each process on its own shard; here 2 CPU processes (gloo). The learning rate
     must follow warmup and cosine over the run's steps, not run num_processes times faster."""
-    job = _job(workdir, "two_processes", "soft", max_steps=10)
+    job = replace(_job(workdir, "two_processes", "soft", max_steps=10), world_size=2)
     (tmp_path / "job.json").write_text(json.dumps(asdict(job)))
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
@@ -273,3 +278,88 @@ def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch
         seen.clear()
         run(replace(_job(workdir, f"{objective}_protocol", objective, max_steps=2), protocol=protocol))
         assert seen == [expected, expected]
+
+
+@pytest.fixture(scope="module")
+def soft_8_steps(workdir) -> TrainJob:
+    """An uninterrupted soft run of 8 steps (checkpoints at 4 and 8)."""
+    job = _job(workdir, "soft_8_steps", "soft", max_steps=8)
+    run(job)
+    return job
+
+
+def _assert_trained_as(job: TrainJob, reference: TrainJob) -> None:
+    """The same adapter bytes and the same steps, losses and learning rates."""
+    adapters = [(Path(j.out_dir) / "adapter_model.safetensors").read_bytes() for j in (job, reference)]
+    assert adapters[0] == adapters[1]
+    logs = [read_jsonl(Path(j.out_dir) / "train_log.jsonl") for j in (job, reference)]
+    assert [(r["step"], r["loss"], r["lr"]) for r in logs[0]] == [(r["step"], r["loss"], r["lr"]) for r in logs[1]]
+
+
+def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_previous_one(soft_8_steps, monkeypatch):
+    """progress.json names a state only once every file of it is written: a kill in between leaves the previous
+    checkpoint in force, and the half-written state is replaced."""
+    import calibft.train
+
+    job = replace(
+        soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_killed", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_killed"
+    )
+    real_write = calibft.train.write_json
+
+    def killed(path, obj):
+        if Path(path).name == "progress.json" and obj["step"] == 8:
+            raise KeyboardInterrupt("killed while saving")
+        return real_write(path, obj)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(calibft.train, "write_json", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run(job)
+    checkpoints = Path(job.checkpoint_dir)
+    assert json.loads((checkpoints / "progress.json").read_text())["state"] == "state-4"
+    assert sorted(p.name for p in checkpoints.glob("state*")) == ["state-4", "state-8"]
+    run(job)
+    _assert_trained_as(job, soft_8_steps)
+    assert json.loads((Path(job.out_dir) / "run.json").read_text())["attempts"][-1] == {"resumed_at_step": 4}
+
+
+def test_a_run_near_its_time_limit_checkpoints_stops_and_resumes(soft_8_steps, monkeypatch):
+    import calibft.train
+
+    class AlmostOutOfTime:  # Slurm's time limit comes within the margin after step 6
+        steps = 0
+
+        def reached(self):
+            self.steps += 1
+            return self.steps == 6
+
+    job = replace(
+        soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_timed", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_timed"
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(calibft.train.TimeLimit, "of_this_job", lambda margin: AlmostOutOfTime())
+        with pytest.raises(SystemExit, match="stopped after step 6 of 8, 10 minutes before the Slurm job's time limit"):
+            run(job)
+    assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 6
+    run(job)
+    _assert_trained_as(job, soft_8_steps)
+
+
+def test_a_run_whose_processes_did_not_form_one_group_stops_before_any_step(workdir, tmp_path):
+    """A job for 2 processes started as one, and 2 processes launched for GPUs without CUDA (accelerate's
+    data-parallel launch then gives each its own group of one): each stops, and nothing is written."""
+    job = replace(_job(workdir, "lonely", "soft"), world_size=2)
+    with pytest.raises(SystemExit, match=r"2 processes .* 1 were launched, and process 0 is in a group of 1"):
+        run(job)
+    assert not Path(job.checkpoint_dir).exists()
+
+    (tmp_path / "job.json").write_text(json.dumps(asdict(job)))
+    launch = ["-m", "accelerate.commands.launch", "--config_file", "launch/ddp.yaml", "--num_processes", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
+    launched = subprocess.run(
+        [sys.executable, *launch, "-m", "calibft.train", str(tmp_path / "job.json")],
+        env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    assert launched.returncode != 0
+    assert launched.stderr.count("2 were launched, and process 0 is in a group of 1") == 2, launched.stderr[-3000:]
+    assert not Path(job.checkpoint_dir).exists()

@@ -16,18 +16,13 @@ from calibft.output_space import SpaceSet, build_output_space
 from calibft.trie import TrieSet
 from tests.workflow.runner import REPO, code_blocks, job_counts, snakemake
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("demo")]
 
 
 @pytest.fixture(scope="module")
-def demo_data(tmp_path_factory):
-    """`snakemake --profile profiles/demo` for real, as a newcomer runs it, in a scratch folder."""
-    workdir = tmp_path_factory.mktemp("demo")
-    profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
-    # About 8 minutes on 2 free cores; the other test worker shares them.
-    result = snakemake("--profile", profile, "--directory", str(workdir), "--snakefile", snakefile, timeout=2400)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return workdir
+def demo_data(demo_run):
+    """The demo's folder after its run (tests/workflow/conftest.py): locally, or through the SLURM profile."""
+    return demo_run.workdir
 
 
 def test_demo_run_writes_the_data_layer(demo_data):
@@ -321,6 +316,8 @@ def test_demo_result_folders_hold_their_provenance(demo_data):
     [
         ({"evaluation": {"mcq": {"sampling": {"samples_per_prompt": 199}}}}, {"mcq_eval": 3}),
         ({"recipes": {"hard": {"max_steps": 399}}}, {"train": 1, "structured_eval": 2, "tinybench_eval": 1}),
+        # two processes: another global batch and other steps
+        ({"models": {"tiny": {"resources": {"gpus": 2}}}}, {"train": 5}),
     ],
 )
 def test_a_changed_budget_plans_its_jobs_again(demo_data, tmp_path, change, planned):

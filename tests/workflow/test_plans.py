@@ -77,6 +77,49 @@ def test_paper_dry_run_on_slurm_plans_every_job(paper_plan):
     assert len(scoring) == 72 and all("gpu=1, gpu_model=a100" in block for block in scoring)
 
 
+def _planned_jobs(output: str) -> list[str]:
+    """The dry run's jobs, each with its command, in a stable order, without the header (date, run id, the
+    command line) and the jobs' time stamps."""
+    body = output.split("Building DAG of jobs...", 1)[1]
+    body = re.sub(r"^\[\w{3} \w{3} .*\d{4}\]\n", "", body, flags=re.MULTILINE)
+    return sorted(body.split("\n\n"))
+
+
+@pytest.mark.parametrize("profile", ["demo", "smoke", "mini", "mini-gpu"])
+def test_a_cluster_job_reads_the_configuration_of_the_main_process(profile, tmp_path):
+    """Snakemake starts each cluster job with the main process's --configfiles but without
+    --replace-workflow-config: the job must plan the same jobs, with the same commands."""
+    configfiles = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())["configfile"]
+    configfiles = [configfiles] if isinstance(configfiles, str) else configfiles
+    plan = ["-n", "-p", "--forceall", "--directory", str(tmp_path)]
+    main = snakemake(*plan, "--profile", f"profiles/{profile}")
+    job = snakemake(*plan, "--cores", "2", "--configfiles", *configfiles)
+    assert main.returncode == 0 and job.returncode == 0, job.stderr[-2000:]
+    assert _planned_jobs(main.stdout) == _planned_jobs(job.stdout)
+
+
+def test_replace_workflow_config_is_refused_for_what_cluster_jobs_would_not_see(tmp_path):
+    partial = tmp_path / "partial.yaml"
+    partial.write_text(yaml.safe_dump({"seeds": [5]}))
+    result = snakemake("-n", "--configfile", str(partial), "--replace-workflow-config")
+    assert result.returncode != 0
+    assert "put `standalone: true` in a configuration that replaces config.yaml" in result.stdout + result.stderr
+
+
+def test_the_world_size_of_a_training_job_is_its_models_gpus(tmp_path):
+    overlay = tmp_path / "gpus.yaml"
+    overlay.write_text(yaml.safe_dump({"models": {"tiny": {"resources": {"gpus": 2}}}}))
+    demo = ["-n", "-p", "--forceall", "--profile", "profiles/demo", "results/adapters/tiny/soft/run.json"]
+    result = snakemake(*demo, "--configfile", "profiles/demo/demo.yaml", str(overlay))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '"world_size": 2}' in result.stdout and "ddp.yaml --num_processes 2 -m calibft.train" in result.stdout
+    one = snakemake(*demo)
+    assert (
+        '"world_size": 1}' in one.stdout
+        and "calibft.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
+    )
+
+
 def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_plan):
     """The cluster rehearsal: the paper's jobs, one for one, two optimizer steps each, 30-minute limits."""
     result = snakemake(
@@ -237,9 +280,11 @@ def test_two_seeds_plan_every_training_and_evaluation_once_per_seed(tmp_path):
     assert "output: results/tables/main_ood.tex" in two.stdout and "results/seeds/11/tables" not in two.stdout
 
 
-def _config_with(tmp_path: Path, edit) -> Path:
+def _config_with(tmp_path: Path, edit, standalone: bool = False) -> Path:
+    """config.yaml after `edit`: extending config.yaml, or in its place (`standalone`)."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     edit(config)
+    config["standalone"] = standalone
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -293,8 +338,8 @@ def _config_with(tmp_path: Path, edit) -> Path:
     ],
 )
 def test_malformed_config_fails_before_any_job(tmp_path, edit, message):
-    bad = _config_with(tmp_path, edit)
-    result = snakemake("-n", "--configfile", str(bad), "--replace-workflow-config", "all")
+    bad = _config_with(tmp_path, edit, standalone=True)
+    result = snakemake("-n", "all", "--configfile", str(bad))
     assert result.returncode != 0
     assert re.search(message, result.stdout + result.stderr), result.stderr[-2000:]
     assert "Job stats" not in result.stdout

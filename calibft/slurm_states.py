@@ -1,0 +1,93 @@
+"""Slurm jobs that have ended although snakemake-executor-plugin-slurm (2.8.0, the pinned release) waits on them.
+
+The plugin reads each job's state from `sacct` and takes any state it does not list for a running one. Two
+endings fall through:
+- a cancelled job: sacct writes `CANCELLED by UID`, which is not the `CANCELLED` it lists;
+- a job preempted with PreemptMode=CANCEL: `PREEMPTED` is final there, but the plugin "leaves it to Slurm to
+  resume" it, which only PreemptMode=REQUEUE does (there, sacct shows `PREEMPTED` until the requeued job starts
+  again, while squeue shows it pending).
+
+Snakemake would then poll such a job forever. `watch_ended_jobs` wraps the executor's status check (the
+`check_active_jobs` of Snakemake's executor interface) so that these jobs are reported as failed, with what
+happened, before the plugin sees them: Snakemake then resubmits them (`retries` in the profile) or stops with
+that message, and a resubmitted training job resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncGenerator, Iterable
+
+# squeue's states of a job that is queued or running, requeued jobs included
+ALIVE = {
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+    "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED",
+}  # fmt: skip
+
+
+def ended_jobs(sacct_states: dict[str, str], queue_states: dict[str, str]) -> dict[str, str]:
+    """{job id: why it ended} of the jobs whose sacct state the plugin takes for a running one although the job
+    has ended: cancelled (`CANCELLED by UID`), or preempted and not queued again (`queue_states`, squeue's
+    state of each job it still lists)."""
+    ended = {}
+    for job, state in sacct_states.items():
+        if state.startswith("CANCELLED by"):
+            ended[job] = f"cancelled ({state})"
+        elif state == "PREEMPTED" and queue_states.get(job) not in ALIVE:
+            ended[job] = "preempted and not requeued (the partition's PreemptMode cancels preempted jobs)"
+    return ended
+
+
+def _states(command: list[str]) -> dict[str, str]:
+    """{job id: state} from a `sacct --parsable2` or `squeue` listing of `id|state` lines; empty if it fails."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if done.returncode != 0:
+        return {}
+    rows = (line.split("|", 1) for line in done.stdout.splitlines() if "|" in line)
+    return {job.strip(): state.strip() for job, state in rows}
+
+
+def query_ended_jobs(job_ids: Iterable[str]) -> dict[str, str]:
+    """`ended_jobs` of these Slurm jobs, from sacct and, for the preempted ones, squeue."""
+    ids = ",".join(sorted(set(job_ids)))
+    if not ids:
+        return {}
+    sacct = ["sacct", "-X", "--parsable2", "--noheader", "--clusters", "all", "--format=JobIdRaw,State", "-j", ids]
+    sacct_states = _states(sacct)
+    preempted = [job for job, state in sacct_states.items() if state == "PREEMPTED"]
+    queue_states = {}
+    if preempted:
+        queue_states = _states(["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", ",".join(preempted)])
+    return ended_jobs(sacct_states, queue_states)
+
+
+def watch_ended_jobs(executor: type | None = None) -> None:
+    """Wrap the status check of the slurm executor (or of `executor`) so that the jobs of `query_ended_jobs` are
+    reported as failed. Nothing happens where the plugin is not installed; wrapping twice wraps once."""
+    if executor is None:
+        try:
+            from snakemake_executor_plugin_slurm import Executor as executor
+        except ImportError:
+            return
+    check = executor.check_active_jobs
+    if getattr(check, "reports_ended_jobs", False):
+        return
+
+    async def check_active_jobs(self, active_jobs: list) -> AsyncGenerator:
+        ended = query_ended_jobs([job.external_jobid for job in active_jobs])
+        for job in active_jobs:
+            if job.external_jobid in ended:
+                self.report_job_error(
+                    job,
+                    msg=f"SLURM job {job.external_jobid} was {ended[job.external_jobid]}. Snakemake resubmits it "
+                    "while `retries` (profiles/slurm/config.yaml) allow; a training job resumes from its last "
+                    "checkpoint.",
+                )
+        async for job in check(self, [job for job in active_jobs if job.external_jobid not in ended]):
+            yield job
+
+    check_active_jobs.reports_ended_jobs = True
+    executor.check_active_jobs = check_active_jobs
