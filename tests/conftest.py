@@ -70,10 +70,19 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """The tests of a module run in one xdist worker (`--dist loadgroup`, as `loadfile` would), unless the module
-    names a group of its own: the demo's modules share one, so that the demo runs once."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+# The modules that read the demo's run (tests/workflow/conftest.py), which one xdist worker makes once.
+DEMO_MODULES = ("tests/workflow/test_demo.py", "tests/workflow/test_slurm.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's `--dist loadfile` (a worker per module), with the modules of the demo's run as one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DemoTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return DEMO_MODULES[0] if scope in DEMO_MODULES else scope
+
+    return DemoTogether(config, log)

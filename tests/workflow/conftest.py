@@ -1,6 +1,6 @@
 """The demo's run, shared by the tests of its results (test_demo.py) and of the SLURM profile (test_slurm.py): on
 the test cluster of `make test-all` where one is up (tests/workflow/slurm_cluster.py), on this machine otherwise.
-Both modules are in one xdist group, so that the run is made once."""
+One xdist worker takes both modules (tests/conftest.py), so that the run is made once."""
 
 import os
 from dataclasses import dataclass
@@ -11,12 +11,13 @@ import pytest
 from tests.workflow import slurm_cluster
 from tests.workflow.runner import REPO, snakemake
 
-# The demo through the SLURM profile as a cluster user runs it, with each training run asking Slurm for GPUs.
-SLURM_DEMO = (
+DEMO_CONFIG = str(REPO / "profiles" / "demo" / "demo.yaml")
+ON_GPUS = str(REPO / "tests" / "workflow" / "demo_on_gpus.yaml")  # each training run asks Slurm for a GPU
+# The SLURM profile as a cluster user runs it
+SLURM = (
     "--profile", str(REPO / "profiles" / "slurm"),
     "--verbose",  # the log shows every sbatch call
     "--slurm-init-seconds-before-status-checks", "2",  # the plugin's first status check (40 s by default)
-    "--configfile", str(REPO / "profiles/demo/demo.yaml"), str(REPO / "tests/workflow/demo_on_gpus.yaml"),
 )  # fmt: skip
 
 
@@ -25,6 +26,7 @@ class DemoRun:
     workdir: Path
     output: str  # Snakemake's standard output and error
     cluster: Path | None  # the test cluster's folder, where the run went through profiles/slurm
+    configfiles: tuple[str, ...]  # the run's configuration
 
 
 def cluster_folder() -> Path | None:
@@ -50,7 +52,8 @@ def demo_run(tmp_path_factory) -> DemoRun:
     test cluster, through profiles/slurm (about 20 minutes on 2 cores, 8 locally)."""
     workdir, cluster = tmp_path_factory.mktemp("demo"), cluster_folder()
     where = ["--directory", str(workdir), "--snakefile", str(REPO / "Snakefile")]
-    profile = SLURM_DEMO if cluster else ("--profile", str(REPO / "profiles" / "demo"))
-    result = snakemake(*where, *profile, timeout=3600)  # --configfile, in SLURM_DEMO, takes what follows: last
+    profile = SLURM if cluster else ("--profile", str(REPO / "profiles" / "demo"))
+    configfiles = (DEMO_CONFIG, ON_GPUS) if cluster else (DEMO_CONFIG,)
+    result = snakemake(*where, *profile, "--configfile", *configfiles, timeout=3600)  # --configfile takes the rest
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return DemoRun(workdir, result.stdout + result.stderr, cluster)
+    return DemoRun(workdir, result.stdout + result.stderr, cluster, configfiles)

@@ -46,8 +46,10 @@ def code_blocks(language: str, *documents: str) -> list[str]:
 
 
 def local_rules() -> set[str]:
-    """The workflow's rules declared `localrule: True`: those that run in Snakemake's own process on a cluster."""
+    """The workflow's rules (and checkpoints) declared `localrule: True`: those that run in Snakemake's own process
+    on a cluster."""
     sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
-    blocks = re.split(r"^(?=rule \w+:)", "\n".join(path.read_text() for path in sources), flags=re.MULTILINE)
-    rules = (block for block in blocks if block.startswith("rule "))
-    return {re.match(r"rule (\w+):", block)[1] for block in rules if "localrule: True" in block}
+    text = "\n".join(path.read_text() for path in sources)
+    blocks = re.split(r"^(?=(?:rule|checkpoint) \w+:)", text, flags=re.MULTILINE)
+    rules = (block for block in blocks if block.startswith(("rule ", "checkpoint ")))
+    return {re.match(r"\w+ (\w+):", block)[1] for block in rules if "localrule: True" in block}

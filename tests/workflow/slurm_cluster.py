@@ -282,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"no test cluster ({why_not}): the tests that need one are skipped", file=sys.stderr)
         return subprocess.run(command).returncode
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the cluster (finally) when terminated
     cluster = start(folder)
     try:
         if command:

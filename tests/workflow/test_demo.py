@@ -16,7 +16,7 @@ from calibft.output_space import SpaceSet, build_output_space
 from calibft.trie import TrieSet
 from tests.workflow.runner import REPO, code_blocks, job_counts, snakemake
 
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("demo")]
+pytestmark = pytest.mark.workflow
 
 
 @pytest.fixture(scope="module")
@@ -320,18 +320,18 @@ def test_demo_result_folders_hold_their_provenance(demo_data):
         ({"models": {"tiny": {"resources": {"gpus": 2}}}}, {"train": 5}),
     ],
 )
-def test_a_changed_budget_plans_its_jobs_again(demo_data, tmp_path, change, planned):
+def test_a_changed_budget_plans_its_jobs_again(demo_run, tmp_path, change, planned):
     """Snakemake records each job's resolved settings, so a config change reruns what it changes, only that."""
     overlay = tmp_path / "change.yaml"
     overlay.write_text(yaml.safe_dump(change))
     profile, snakefile = str(REPO / "profiles" / "demo"), str(REPO / "Snakefile")
-    args = ["--profile", profile, "--directory", str(demo_data), "--snakefile", snakefile]
-    result = snakemake("-n", *args, "--configfile", str(REPO / "profiles/demo/demo.yaml"), str(overlay))
+    args = ["-n", "--profile", profile, "--directory", str(demo_run.workdir), "--snakefile", snakefile, "--configfile"]
+    result = snakemake(*args, *demo_run.configfiles, str(overlay))
     assert result.returncode == 0, result.stderr[-2000:]
     counts = job_counts(result.stdout)
     assert {rule: counts.get(rule) for rule in planned} == planned
     assert not {"prompts", "output_space", "trie", "build_tiny_model"} & set(counts)
-    unchanged = snakemake("-n", *args)
+    unchanged = snakemake(*args, *demo_run.configfiles)
     assert "Nothing to be done" in unchanged.stdout + unchanged.stderr
 
 

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from calibft.io import read_jsonl
-from tests.workflow.conftest import SLURM_DEMO, require_cluster
+from tests.workflow.conftest import SLURM, DemoRun, require_cluster
 from tests.workflow.runner import REPO, local_rules
 
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("demo")]
+pytestmark = pytest.mark.workflow
 
 ADAPTER = Path("results/adapters/tiny/soft")
 CHECKPOINTS = Path("results/checkpoints/tiny/soft")
@@ -113,18 +113,20 @@ class Run:
         return json.loads((self.workdir / ADAPTER / "run.json").read_text())["attempts"]
 
 
-def train_again(demo: Path, workdir: Path, args: tuple[str, ...], config: dict | None) -> Run:
+def train_again(demo: DemoRun, workdir: Path, args: tuple[str, ...], config: dict | None) -> Run:
     """Snakemake training the demo's soft adapter again through profiles/slurm, in a folder holding the demo's data
     layer and models (hard links: the training job only reads them), with more arguments and configuration."""
     for part in ("results", "resources"):
-        if (demo / part).exists():
-            shutil.copytree(demo / part, workdir / part, copy_function=os.link)
+        if (demo.workdir / part).exists():
+            shutil.copytree(demo.workdir / part, workdir / part, copy_function=os.link)
     for fresh in (ADAPTER, CHECKPOINTS):
         shutil.rmtree(workdir / fresh, ignore_errors=True)
     overlay = workdir / "interruption.yaml"
     overlay.write_text(yaml.safe_dump(config or {}))
     where = ["--directory", str(workdir), "--snakefile", str(REPO / "Snakefile")]
-    command = [sys.executable, "-m", "snakemake", str(ADAPTER / "run.json"), *where, *args, *SLURM_DEMO, str(overlay)]
+    configfiles = [*demo.configfiles, str(overlay)]  # --configfile takes every value that follows: last
+    command = [sys.executable, "-m", "snakemake", str(ADAPTER / "run.json"), *where, *args, *SLURM]
+    command += ["--configfile", *configfiles]
     output_file = workdir / "snakemake.out"
     with open(output_file, "w") as out:
         process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
@@ -169,7 +171,7 @@ def interrupted(slurm_demo, tmp_path_factory) -> dict[str, tuple[Run, int]]:
     """{interruption: (its run, Snakemake's exit status)}: every run started at once, each interrupted once it has
     checkpointed step 50, the two preempted ones by one job that needs the GPUs of both."""
     runs = {
-        name: train_again(slurm_demo.workdir, tmp_path_factory.mktemp(name), case.args, case.config)
+        name: train_again(slurm_demo, tmp_path_factory.mktemp(name), case.args, case.config)
         for name, case in INTERRUPTIONS.items()
     }
     waiting = {name for name, case in INTERRUPTIONS.items() if case.interrupt}
