@@ -282,9 +282,18 @@ def model_resource(name, section="resources"):
 
 
 def job_resources(resource):
-    """The `resources:` of a job (gpu, gpu_model, mem_mb, runtime) by the config's names for them."""
+    """The `resources:` of a job (gpu, gpu_model, mem_mb, runtime) by the config's names for them, and which
+    attempt of the job it is (for `attempt_logged`)."""
     keys = ["gpu", "gpu_model", "mem_mb", "runtime"]
-    return {key: resource("gpus" if key == "gpu" else key) for key in keys}
+    resources = {key: resource("gpus" if key == "gpu" else key) for key in keys}
+    return {**resources, "attempt": lambda wildcards, attempt: attempt}
+
+
+def attempt_logged(command):
+    """The shell command of a GPU job, its output in the rule's log through `python -m calibft.runlog`, so that the
+    log keeps every attempt of the job (Snakemake's retries, Slurm's requeues), which Snakemake would otherwise
+    empty before each. The rule's resources come from `job_resources`."""
+    return f"python -m calibft.runlog {{log}} {{resources.attempt}} {command}"
 
 
 def scoring_resource(name):
@@ -306,12 +315,6 @@ def train_launcher(wildcards):
         f"accelerate launch --config_file {workflow.basedir}/launch/"
         f"{config['training']['distributed']}.yaml --num_processes {processes}"
     )
-
-
-def attempt(wildcards, attempt):
-    """A rule's `attempt` resource: which attempt of the job this is (1, then 2... on retries), for
-    `python -m calibft.runlog`, which keeps the log of every attempt."""
-    return attempt
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ rule structured_eval:
     params:
         job=job_params(StructuredJob.from_config),
     shell:
-        "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.structured {params.job:q}")
 
 
 rule exact_eval:
@@ -44,7 +44,7 @@ rule exact_eval:
     params:
         job=job_params(ExactJob.from_config),
     shell:
-        "python -m calibft.evals.exact_structured {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.exact_structured {params.job:q}")
 
 
 rule ssot_eval:
@@ -66,7 +66,7 @@ rule ssot_eval:
     params:
         job=job_params(StructuredJob.ssot_from_config),
     shell:
-        "python -m calibft.evals.structured {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.structured {params.job:q}")
 
 
 rule open_ended_eval:
@@ -90,7 +90,7 @@ rule open_ended_eval:
     params:
         job=job_params(OpenEndedJob.from_config),
     shell:
-        "python -m calibft.evals.open_ended {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.open_ended {params.job:q}")
 
 
 rule mcq_eval:
@@ -112,7 +112,7 @@ rule mcq_eval:
     params:
         job=job_params(MCQJob.from_config),
     shell:
-        "python -m calibft.evals.mcq {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.mcq {params.job:q}")
 
 
 rule noveltybench_generate:
@@ -136,7 +136,9 @@ rule noveltybench_generate:
     params:
         job=job_params(GenerationJob.from_config),
     shell:
-        "python -m calibft.evals.noveltybench_run generate {params.job:q} > {log} 2>&1"
+        attempt_logged(
+            "python -m calibft.evals.noveltybench_run generate {params.job:q}"
+        )
 
 
 rule noveltybench_score:
@@ -163,7 +165,7 @@ rule noveltybench_score:
     params:
         job=job_params(ScoringJob.from_config),
     shell:
-        "python -m calibft.evals.noveltybench_run score {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.noveltybench_run score {params.job:q}")
 
 
 rule tinybench_eval:
@@ -190,7 +192,7 @@ rule tinybench_eval:
     params:
         job=job_params(TinyBenchJob.from_config),
     shell:
-        "python -m calibft.evals.tinybench {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.tinybench {params.job:q}")
 
 
 rule paloma_eval:
@@ -213,4 +215,4 @@ rule paloma_eval:
     params:
         job=job_params(PalomaJob.from_config),
     shell:
-        "python -m calibft.evals.paloma {params.job:q} > {log} 2>&1"
+        attempt_logged("python -m calibft.evals.paloma {params.job:q}")

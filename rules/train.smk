@@ -20,9 +20,8 @@ rule train:
     threads: model_resource("cpus")
     resources:
         **TRAIN_RESOURCES,
-        attempt=attempt,
     params:
         job=job_params(TrainJob.from_config),
         launcher=train_launcher,
     shell:
-        "python -m calibft.runlog {log} {resources.attempt} {params.launcher} -m calibft.train {params.job:q}"
+        attempt_logged("{params.launcher} -m calibft.train {params.job:q}")
