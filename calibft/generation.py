@@ -101,6 +101,10 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return filtered / filtered.sum(dim=-1, keepdim=True)
 
 
+class NonFiniteProbabilities(ValueError):
+    """Next-token probabilities that are not a distribution: the model's logits are NaN or infinite."""
+
+
 def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of `probs` [rows, vocab] (non-negative, not necessarily normalized).
 
@@ -109,10 +113,18 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     CPU (twice the engine's time on the tiny model). The sums are float64, so that tokens far below float32's
     resolution near 1 (~6e-8) keep their mass; that copy takes 8 bytes per row and vocabulary entry, part of
     what `batch_size` bounds. The point is kept strictly below the row's total, so a zero-probability token
-    (top-p filtered, or underflowed in the softmax) can never be drawn.
+    (top-p filtered, or underflowed in the softmax) can never be drawn. A row with no finite positive total (NaN
+    or infinite logits) raises `NonFiniteProbabilities`, where searchsorted would give an id past the vocabulary.
     """
     cdf = probs.to(torch.float64).cumsum(dim=-1)
     total = cdf[:, -1:]
+    valid = torch.isfinite(total) & (total > 0)
+    if not bool(valid.all()):
+        raise NonFiniteProbabilities(
+            f"{int((~valid).sum())} of {len(total)} rows of next-token probabilities are NaN, infinite or all zero: "
+            f"the model's logits are not finite, as a model or adapter with non-finite weights (a diverged "
+            f"training run) or an overflow in the model's dtype gives; nothing can be sampled from them"
+        )
     uniform = torch.rand(total.shape, dtype=torch.float64, generator=generator, device=probs.device)
     point = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cdf, point, right=True).squeeze(1)

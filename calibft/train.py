@@ -80,6 +80,18 @@ def _agreed(accelerator, flag: bool) -> bool:
     return bool(accelerator.reduce(torch.tensor(float(flag), device=accelerator.device), reduction="max").item())
 
 
+def _check_finite(accelerator, loss: torch.Tensor, step: int, precision: str) -> None:
+    """Stop every process before the update when the loss of any is NaN or infinite: one such update makes the
+    adapter non-finite, and every evaluation of it fails."""
+    if _agreed(accelerator, not bool(torch.isfinite(loss.detach()).all())):
+        raise SystemExit(
+            f"calibft.train: the loss of step {step} is not finite ({loss.item()} on this process), so training "
+            f"stops before its update. It diverged or overflowed in {precision} (training.precision). Its last "
+            f"checkpoint is kept, and a retry with the same settings meets the same step: "
+            f"lower training.learning_rate or train in fp32, and remove the job's checkpoint folder to start afresh"
+        )
+
+
 def run(job: TrainJob) -> None:
     from accelerate import Accelerator
     from transformers import get_cosine_schedule_with_warmup
@@ -166,6 +178,7 @@ def run(job: TrainJob) -> None:
                     model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len,
                     reduction=job.protocol["hard_loss_reduction"], numerics=job.protocol["numerics"],
                 )  # fmt: skip
+            _check_finite(accelerator, loss, step, training["precision"])
             accelerator.backward(loss)
             optimizer.step()
             scheduler.step()

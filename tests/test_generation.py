@@ -17,6 +17,7 @@ from transformers.generation.logits_process import TopPLogitsWarper
 from calibft.chat import ChatOptions, chat_prompt_ids, decode_output
 from calibft.demo.tiny_model import build_tiny_model
 from calibft.generation import (
+    NonFiniteProbabilities,
     SamplingSettings,
     decode,
     draw,
@@ -149,6 +150,14 @@ def test_draw_follows_the_row_probabilities_and_never_draws_zero_probability_tok
     assert chisquare(counts[[0, 2, 3, 4]], 40_000 * np.array([0.5, 1.5, 0.25, 0.75]) / 3).pvalue > P_THRESHOLD
     one_hot = torch.tensor([[0.0, 0.0, 0.0, 2.0], [3.0, 0.0, 0.0, 0.0], [0.0, 1e-30, 0.0, 0.0]]).repeat(1000, 1)
     assert draw(one_hot, generator).tolist() == [3, 0, 1] * 1000
+
+
+@pytest.mark.parametrize("row", [[0.5, float("nan"), 0.5], [0.0, float("inf"), 1.0], [0.0, 0.0, 0.0]])
+def test_draw_refuses_rows_that_are_not_a_distribution(row):
+    # searchsorted would place the point past the last token: an id outside the vocabulary
+    probs = torch.tensor([[0.2, 0.3, 0.5], row, [1.0, 0.0, 0.0]])
+    with pytest.raises(NonFiniteProbabilities, match="1 of 3 rows of next-token probabilities are NaN, infinite"):
+        draw(probs, torch.Generator().manual_seed(0))
 
 
 def test_same_seed_same_answers_without_touching_the_global_rng(tiny):

@@ -345,6 +345,27 @@ def test_a_run_near_its_time_limit_checkpoints_stops_and_resumes(soft_8_steps, m
     _assert_trained_as(job, soft_8_steps)
 
 
+def test_a_non_finite_loss_stops_the_run_before_its_update(soft_8_steps, monkeypatch):
+    import calibft.train
+
+    job = replace(
+        soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_nan", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_nan"
+    )
+    real_loss, calls = calibft.train.soft_batch_loss, []
+
+    def diverging(*args, **kwargs):
+        loss, tokens = real_loss(*args, **kwargs)
+        calls.append(len(calls) + 1)
+        return (loss * float("nan") if calls[-1] == 6 else loss), tokens
+
+    with monkeypatch.context() as patch:
+        patch.setattr(calibft.train, "soft_batch_loss", diverging)
+        with pytest.raises(SystemExit, match=r"the loss of step 6 is not finite \(nan on this process\)"):
+            run(job)
+    assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 4
+    assert not Path(job.out_dir).exists()
+
+
 def test_a_run_whose_processes_did_not_form_one_group_stops_before_any_step(workdir, tmp_path):
     """A job for 2 processes started as one, and 2 processes launched for GPUs without CUDA (accelerate's
     data-parallel launch then gives each its own group of one): each stops, and nothing is written."""

@@ -98,6 +98,16 @@ def test_a_cluster_job_reads_the_configuration_of_the_main_process(profile, tmp_
     assert _planned_jobs(main.stdout) == _planned_jobs(job.stdout)
 
 
+def test_the_demo_on_one_gpu_runs_every_gpu_job_there_in_bf16(tmp_path):
+    plan = ["-n", "-p", "--forceall", "--directory", str(tmp_path), "--profile", "profiles/demo"]
+    result = snakemake(*plan, "--configfile", "profiles/demo/demo.yaml", "profiles/gpu/demo_bf16.yaml")
+    assert result.returncode == 0, result.stderr[-2000:]
+    gpu_jobs = [block for block in result.stdout.split("\n\n") if "python -m calibft.runlog" in block]
+    rules = {re.search(r"rule (\w+):", block).group(1) for block in gpu_jobs}
+    assert {"train", "structured_eval", "exact_eval", "noveltybench_score", "paloma_eval"} <= rules
+    assert all("gpu=1" in block and '"precision": "bf16"' in block for block in gpu_jobs)
+
+
 def test_replace_workflow_config_is_refused_for_what_cluster_jobs_would_not_see(tmp_path):
     partial = tmp_path / "partial.yaml"
     partial.write_text(yaml.safe_dump({"seeds": [5]}))
