@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, Gemma3ForConditionalGeneration
 
+from benchmarks.sampling import plain_generate
 from calibft.chat import ChatOptions, chat_prompt_ids
 from calibft.generation import SamplingSettings, sample
 from calibft.grid import prompts
@@ -149,24 +150,9 @@ def sampling_figures(model, prompt_ids, stops, pad_id, args, device) -> dict:
     engine_s = time.perf_counter() - start
     engine_peak = _peak_gb(device)
 
-    prompt = torch.tensor([prompt_ids], device=device)
-    torch.manual_seed(1)
     _synchronize(device)
     start = time.perf_counter()
-    with torch.inference_mode():
-        for first in range(0, args.plain_answers, args.plain_batch):
-            rows = min(args.plain_batch, args.plain_answers - first)
-            model.generate(
-                prompt.expand(rows, -1),
-                attention_mask=torch.ones((rows, len(prompt_ids)), dtype=torch.long, device=device),
-                do_sample=True,
-                temperature=1.0,
-                top_p=1.0,
-                top_k=0,
-                max_new_tokens=args.max_new_tokens,
-                eos_token_id=stops,
-                pad_token_id=pad_id,
-            )
+    plain_generate(model, prompt_ids, args.plain_answers, args.plain_batch, args.max_new_tokens, stops, pad_id, seed=1)
     _synchronize(device)
     plain_s = time.perf_counter() - start
     return {

@@ -53,6 +53,41 @@ def _timed(run: Callable[[int], list[int]], repeats: int, device: torch.device) 
     return statistics.median(times), lengths
 
 
+def plain_generate(
+    model,
+    prompt_ids: list[int],
+    answers: int,
+    plain_batch: int,
+    max_new_tokens: int,
+    stops: list[int],
+    pad_id: int,
+    seed: int,
+) -> list[int]:
+    """The authors' way: `model.generate` with pure sampling on the prompt repeated `plain_batch` times per call (a
+    smaller last call makes the count exact); the length of each answer up to its stop token."""
+    device = next(model.parameters()).device
+    prompt = torch.tensor([prompt_ids], device=device)
+    torch.manual_seed(seed)
+    lengths = []
+    with torch.inference_mode():
+        for start in range(0, answers, plain_batch):
+            rows = min(plain_batch, answers - start)
+            out = model.generate(
+                prompt.expand(rows, -1),
+                attention_mask=torch.ones((rows, len(prompt_ids)), dtype=torch.long, device=device),
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=stops,
+                pad_token_id=pad_id,
+            )
+            for row in out[:, len(prompt_ids) :].tolist():
+                lengths.append(next((i for i, t in enumerate(row) if t in stops), len(row)))
+    return lengths
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
@@ -70,28 +105,12 @@ def main() -> None:
         model = load_model(path, "bf16", device.type).to(device).eval()
         stops = stop_token_ids(model, tokenizer)
         prompt_ids = chat_prompt_ids(tokenizer, prompts("train")[args.prompt].prompt, ChatOptions.from_config(CHAT))
-        prompt = torch.tensor([prompt_ids], device=device)
 
         def plain(repeat: int) -> list[int]:
-            torch.manual_seed(repeat + 1)
-            answers, lengths = args.answers, []
-            with torch.inference_mode():
-                for start in range(0, answers, args.plain_batch):
-                    rows = min(args.plain_batch, answers - start)
-                    out = model.generate(
-                        prompt.expand(rows, -1),
-                        attention_mask=torch.ones((rows, len(prompt_ids)), dtype=torch.long, device=device),
-                        do_sample=True,
-                        temperature=1.0,
-                        top_p=1.0,
-                        top_k=0,
-                        max_new_tokens=args.max_new_tokens,
-                        eos_token_id=stops,
-                        pad_token_id=tokenizer.pad_token_id,
-                    )
-                    for row in out[:, len(prompt_ids) :].tolist():
-                        lengths.append(next((i for i, t in enumerate(row) if t in stops), len(row)))
-            return lengths
+            return plain_generate(
+                model, prompt_ids, args.answers, args.plain_batch, args.max_new_tokens, stops, tokenizer.pad_token_id,
+                seed=repeat + 1,
+            )  # fmt: skip
 
         def engine(repeat: int) -> list[int]:
             settings = SamplingSettings(args.answers, args.max_new_tokens, batch_size=args.batch_size)

@@ -75,7 +75,8 @@ DEMO_MODULES = ("tests/workflow/test_demo.py", "tests/workflow/test_slurm.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's `--dist loadfile` (a worker per module), with the modules of the demo's run as one."""
+    """xdist's `--dist loadfile` (a worker per module), with the modules of the demo's run as one, handed out
+    first: the longest unit, mostly waiting on its jobs, overlaps the rest of the session."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -84,5 +85,10 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return DEMO_MODULES[0] if scope in DEMO_MODULES else scope
+
+        def _assign_work_unit(self, node) -> None:
+            if DEMO_MODULES[0] in self.workqueue:
+                self.workqueue.move_to_end(DEMO_MODULES[0], last=False)
+            super()._assign_work_unit(node)
 
     return DemoTogether(config, log)
