@@ -16,7 +16,7 @@ PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 TEST_CLUSTER ?= /tmp/calibft-test-cluster
 
-.PHONY: setup demo smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark
+.PHONY: setup demo demo-gpu smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ demo: $(STAMP)
 	$(BIN)/snakemake --profile profiles/demo
 	$(BIN)/snakemake --profile profiles/demo --report results/report.html
 	@echo "This machine's demo against its recorded run (results/reproduction/):" && cat results/reproduction/reproduction.md
+
+demo-gpu: $(STAMP)
+	$(BIN)/snakemake --profile profiles/demo-gpu
+	$(BIN)/snakemake --profile profiles/demo-gpu --report results/report.html
 
 smoke: $(STAMP)
 	$(BIN)/snakemake --profile profiles/smoke

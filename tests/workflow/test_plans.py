@@ -85,7 +85,7 @@ def _planned_jobs(output: str) -> list[str]:
     return sorted(body.split("\n\n"))
 
 
-@pytest.mark.parametrize("profile", ["demo", "smoke", "mini", "mini-gpu"])
+@pytest.mark.parametrize("profile", ["demo", "demo-gpu", "smoke", "mini", "mini-gpu"])
 def test_a_cluster_job_reads_the_configuration_of_the_main_process(profile, tmp_path):
     """Snakemake starts each cluster job with the main process's --configfiles but without
     --replace-workflow-config: the job must plan the same jobs, with the same commands."""
@@ -99,8 +99,7 @@ def test_a_cluster_job_reads_the_configuration_of_the_main_process(profile, tmp_
 
 
 def test_the_demo_on_one_gpu_runs_every_gpu_job_there_in_bf16(tmp_path):
-    plan = ["-n", "-p", "--forceall", "--directory", str(tmp_path), "--profile", "profiles/demo"]
-    result = snakemake(*plan, "--configfile", "profiles/demo/demo.yaml", "profiles/gpu/demo_bf16.yaml")
+    result = snakemake("-n", "-p", "--forceall", "--directory", str(tmp_path), "--profile", "profiles/demo-gpu")
     assert result.returncode == 0, result.stderr[-2000:]
     gpu_jobs = [block for block in result.stdout.split("\n\n") if "python -m calibft.runlog" in block]
     rules = {re.search(r"rule (\w+):", block).group(1) for block in gpu_jobs}
