@@ -26,6 +26,7 @@ of the script itself).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
@@ -43,7 +44,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Gemma3ForConditionalG
 
 from benchmarks.sampling import plain_generate
 from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.generation import SamplingSettings, sample
+from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.grid import prompts
 from calibft.models import attach_lora
 from calibft.objectives import hard_batch_loss, soft_batch_loss
@@ -109,7 +110,7 @@ SHAPES = {
 
 def build(shape: dict, layers: int | None, device: torch.device):
     """A randomly initialized bf16 model of `shape` on `device` (Gemma-3 with its vision tower, as loaded)."""
-    shape = json.loads(json.dumps(shape))
+    shape = copy.deepcopy(shape)
     model_type = shape.pop("model_type")
     if layers is not None:
         (shape.get("text_config") or shape)["num_hidden_layers"] = layers
@@ -150,7 +151,6 @@ def sampling_figures(model, prompt_ids, stops, pad_id, args, device) -> dict:
     engine_s = time.perf_counter() - start
     engine_peak = _peak_gb(device)
 
-    _synchronize(device)
     start = time.perf_counter()
     plain_generate(model, prompt_ids, args.plain_answers, args.plain_batch, args.max_new_tokens, stops, pad_id, seed=1)
     _synchronize(device)
@@ -244,7 +244,6 @@ def main() -> None:
     tries = trie_set_for_spaces(tokenizer, spaces)
     options = ChatOptions.from_config(CONFIG["models"]["qwen3_8b"]["chat"])
     prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options) for p in chosen]
-    stops = [tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
     data = (tokenizer, spaces, tries, prompt_ids)
     print(
         json.dumps({"setup_s": round(time.perf_counter() - began, 1), "space": space, "prompts": len(chosen)}),
@@ -266,6 +265,7 @@ def main() -> None:
             "build_s": round(time.perf_counter() - start, 1),
         }
         try:
+            stops = stop_token_ids(model, tokenizer)
             line["sampling"] = sampling_figures(model, prompt_ids[0], stops, tokenizer.pad_token_id, args, device)
             line["training"] = training_figures(model, data, args, device)
         except torch.OutOfMemoryError as error:

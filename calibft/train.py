@@ -17,6 +17,7 @@ minutes of the job's time limit writes a checkpoint and stops, for its retry to 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -80,12 +81,12 @@ def _agreed(accelerator, flag: bool) -> bool:
     return bool(accelerator.reduce(torch.tensor(float(flag), device=accelerator.device), reduction="max").item())
 
 
-def _check_finite(accelerator, loss: torch.Tensor, step: int, precision: str) -> None:
+def _check_finite(accelerator, loss: float, step: int, precision: str) -> None:
     """Stop every process before the update when the loss of any is NaN or infinite: one such update makes the
     adapter non-finite, and every evaluation of it fails."""
-    if _agreed(accelerator, not bool(torch.isfinite(loss.detach()).all())):
+    if _agreed(accelerator, not math.isfinite(loss)):
         raise SystemExit(
-            f"calibft.train: the loss of step {step} is not finite ({loss.item()} on this process), so training "
+            f"calibft.train: the loss of step {step} is not finite ({loss} on this process), so training "
             f"stops before its update. It diverged or overflowed in {precision} (training.precision). Its last "
             f"checkpoint is kept, and a retry with the same settings meets the same step: "
             f"lower training.learning_rate or train in fp32, and remove the job's checkpoint folder to start afresh"
@@ -178,7 +179,8 @@ def run(job: TrainJob) -> None:
                     model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len,
                     reduction=job.protocol["hard_loss_reduction"], numerics=job.protocol["numerics"],
                 )  # fmt: skip
-            _check_finite(accelerator, loss, step, training["precision"])
+            loss_value = loss.item()  # one host sync, for the check and the log
+            _check_finite(accelerator, loss_value, step, training["precision"])
             accelerator.backward(loss)
             optimizer.step()
             scheduler.step()
@@ -187,7 +189,7 @@ def run(job: TrainJob) -> None:
                 record = {
                     "step": step,
                     "epoch": epoch,
-                    "loss": loss.item(),
+                    "loss": loss_value,
                     "lr": scheduler.get_last_lr()[0],
                     "tokens_per_s": tokens * world / (time.perf_counter() - tick),
                 }
