@@ -9,6 +9,9 @@
 #                   # As root with Debian's Slurm installed, the workflow tier runs on a Slurm cluster that it
 #                   # starts and stops (tests/workflow/slurm_cluster.py): the demo goes through profiles/slurm
 #   make test-avx2   # both tiers as on a CPU without AVX-512 (calibft cpu --as-avx2)
+#   make gpu-check   # on one GPU, offline, at most 8 minutes: LoRA steps, sampling, the exact pass and CUDA
+#                    # against the CPU at the paper's model shapes, into results/gpu_check/ (docs/gpu.md);
+#                    # without CUDA the same code at toy sizes, which checks the script, not a GPU
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,7 +19,7 @@ PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
 STAMP := $(VENV)/.installed
 TEST_CLUSTER ?= /tmp/calibft-test-cluster
 
-.PHONY: setup demo demo-gpu smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark
+.PHONY: setup demo demo-gpu smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark gpu-check
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -75,3 +78,6 @@ benchmark: $(STAMP)
 	$(BIN)/python benchmarks/sampling.py
 	$(BIN)/python benchmarks/gpirt_bootstrap.py
 	$(BIN)/python benchmarks/exact_pass.py
+
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check

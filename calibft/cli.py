@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from calibft import cpu, plan, reference, reproduction
+import yaml
+
+from calibft import cpu, memory, plan, reference, reproduction
 from calibft.artifacts.registry import ARTIFACTS
 from calibft.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
 from calibft.evals import gpirt
@@ -81,6 +83,17 @@ def _parser() -> argparse.ArgumentParser:
         "largest deviation over them",
     )
     cmd.add_argument("--machine", metavar="JSON", help="with --record: write what produced the run to this file")
+    cmd = commands.add_parser(
+        "memory",
+        help="the estimated peak GPU memory of every GPU job, per model, against what it asks for (a markdown table)",
+    )
+    cmd.add_argument("--config", default="config.yaml", help="the workflow configuration (default: config.yaml)")
+    cmd.add_argument("--models", nargs="+", metavar="MODEL", help="only these models of the configuration")
+    cmd.add_argument(
+        "--record",
+        action="store_true",
+        help="write the measurements to reference/memory.json (the paper's table in docs/cluster.md)",
+    )
     return parser
 
 
@@ -182,6 +195,21 @@ def _cpu(args: argparse.Namespace) -> None:
         os.execvpe(args.as_avx2[0], args.as_avx2, {**os.environ, **cpu.AVX2_FEATURE_SET})
 
 
+def _memory(args: argparse.Namespace) -> None:
+    config = yaml.safe_load(Path(args.config).read_text())
+    unknown = sorted(set(args.models or ()) - set(config["models"]))
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: not among the models of {args.config} ({', '.join(config['models'])})")
+    rows, measurements, left_out = memory.plan_memory(config, args.models)
+    if args.record:
+        memory.write_record(
+            {**{k: (v["checkpoint"], v["measured"]) for k, v in memory.read_record().items()}, **measurements}
+        )
+    sys.stdout.write(memory.table(rows) + "\n")
+    for key, why in left_out.items():
+        print(f"calibft: {key} not estimated: {why}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -193,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpu-hours": _gpu_hours,
             "cpu": _cpu,
             "reference": _reference,
+            "memory": _memory,
         }
         commands[args.command](args)
     except (KeyError, ValueError, FileNotFoundError, PermissionError) as err:

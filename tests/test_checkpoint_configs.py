@@ -1,0 +1,122 @@
+"""The recorded configuration of every checkpoint of config.yaml's `models:` (reference/checkpoints/).
+
+reference/checkpoints/<model>/config.json (and generation_config.json where recorded) are the checkpoints'
+published files, copied from public repositories (reference/checkpoints/sources.yaml says which) because the
+Hugging Face hub was not reachable where they were recorded. These tests tie them to config.yaml: every model has
+its recorded config.json and a sources.yaml entry, transformers reads the folder offline, and the architecture,
+text vocabulary and depth are those of the table below, written from the model cards and independent of the files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import transformers
+import yaml
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINTS = ROOT / "reference" / "checkpoints"
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+MODELS: dict[str, dict] = CONFIG["models"]
+SOURCES: dict[str, dict] = yaml.safe_load((CHECKPOINTS / "sources.yaml").read_text())
+RECORDED = ("config.json", "generation_config.json")
+# models whose config.json no public copy was found of: sources.yaml says so (`missing`), with what was searched
+UNRECORDED = sorted(key for key, entry in SOURCES.items() if "missing" in entry)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+# hf_id -> (architectures[0], text vocabulary size, decoder layers), from the model cards.
+EXPECTED = {
+    "Qwen/Qwen3-0.6B": ("Qwen3ForCausalLM", 151936, 28),
+    "Qwen/Qwen3-1.7B": ("Qwen3ForCausalLM", 151936, 28),
+    "Qwen/Qwen3-4B": ("Qwen3ForCausalLM", 151936, 36),
+    "Qwen/Qwen3-8B": ("Qwen3ForCausalLM", 151936, 36),
+    "Qwen/Qwen3-14B": ("Qwen3ForCausalLM", 151936, 40),
+    "google/gemma-3-1b-it": ("Gemma3ForCausalLM", 262144, 26),
+    "google/gemma-3-4b-it": ("Gemma3ForConditionalGeneration", 262208, 34),
+    "google/gemma-3-12b-it": ("Gemma3ForConditionalGeneration", 262208, 48),
+    "google/gemma-3-27b-it": ("Gemma3ForConditionalGeneration", 262208, 62),
+    "meta-llama/Llama-3.2-1B-Instruct": ("LlamaForCausalLM", 128256, 16),
+    "meta-llama/Llama-3.2-3B-Instruct": ("LlamaForCausalLM", 128256, 28),
+    "openai/gpt-oss-20b": ("GptOssForCausalLM", 201088, 24),
+}
+
+
+def _where(key: str) -> str:
+    return (
+        f"add reference/checkpoints/{key}/config.json (the checkpoint's published file, verbatim) and an entry "
+        f"{key}: {{hf_id: ..., config.json: {{repo, path, commit}}}} in reference/checkpoints/sources.yaml"
+    )
+
+
+def _entry(key: str) -> dict:
+    assert key in SOURCES, f"{key} has no entry in reference/checkpoints/sources.yaml: {_where(key)}"
+    return SOURCES[key]
+
+
+def test_every_model_of_config_yaml_has_its_recorded_configuration():
+    folders = {p.name for p in CHECKPOINTS.iterdir() if p.is_dir()}
+    missing = sorted(
+        key for key in MODELS if not (CHECKPOINTS / key / "config.json").is_file() and key not in UNRECORDED
+    )
+    assert not missing, "\n".join(f"{key} ({MODELS[key]['hf_id']}): {_where(key)}" for key in missing)
+    unknown = sorted(folders - set(MODELS))
+    assert not unknown, f"reference/checkpoints/{unknown} are no model of config.yaml's models: remove them"
+    assert set(SOURCES) == set(MODELS), (
+        f"reference/checkpoints/sources.yaml lists {sorted(set(SOURCES) - set(MODELS))} that config.yaml does not "
+        f"and lacks {sorted(set(MODELS) - set(SOURCES))}"
+    )
+
+
+def test_the_expected_table_covers_every_model():
+    """A model added to config.yaml needs its row here too: its architecture, vocabulary and depth."""
+    absent = sorted(m["hf_id"] for m in MODELS.values() if m["hf_id"] not in EXPECTED)
+    assert not absent, f"add {absent} to EXPECTED in tests/test_checkpoint_configs.py"
+
+
+def test_a_model_left_unrecorded_has_no_file_and_says_why():
+    for key in UNRECORDED:
+        assert not (CHECKPOINTS / key).exists(), f"{key} is recorded: drop `missing` from its sources.yaml entry"
+        assert set(SOURCES[key]) == {"hf_id", "missing"} and len(SOURCES[key]["missing"]) > 40
+
+
+RECORDED_MODELS = sorted(key for key in MODELS if key not in UNRECORDED)
+
+
+@pytest.mark.parametrize("key", RECORDED_MODELS)
+def test_sources_name_where_each_recorded_file_was_copied_from(key):
+    entry = _entry(key)
+    assert entry["hf_id"] == MODELS[key]["hf_id"]
+    folder = CHECKPOINTS / key
+    recorded = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    assert "config.json" in recorded, _where(key)
+    assert set(recorded) <= set(RECORDED), f"{folder} holds {recorded}: only {RECORDED} are recorded"
+    for name in recorded:
+        assert name in entry, f"sources.yaml entry {key} does not say where its {name} was copied from"
+        source = entry[name]
+        assert source["repo"].count("/") == 1 and source["path"], source
+        assert len(source["commit"]) == 40 and int(source["commit"], 16) >= 0, source
+    assert set(entry) - {"hf_id"} == set(recorded), f"sources.yaml entry {key} names files not recorded"
+
+
+@pytest.mark.parametrize("key", RECORDED_MODELS)
+def test_the_recorded_config_loads_offline_and_is_the_expected_architecture(key):
+    folder = CHECKPOINTS / key
+    assert (folder / "config.json").is_file(), _where(key)
+    architecture, vocabulary, layers = EXPECTED[MODELS[key]["hf_id"]]
+    raw = json.loads((folder / "config.json").read_text())
+    config = transformers.AutoConfig.from_pretrained(folder)
+    # a copy without `architectures` (sources.yaml says which) gets the class transformers maps its type to
+    built = raw.get("architectures") or [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]
+    assert built == [architecture]
+    text = config.get_text_config()
+    assert text.vocab_size == vocabulary
+    assert text.num_hidden_layers == layers

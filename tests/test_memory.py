@@ -1,0 +1,130 @@
+"""GPU memory of the paper's jobs (calibft.memory): the tracker on hand-counted tensors, the per-GPU arithmetic on
+hand-computed cases, the committed measurements against a fresh one, and every job of config.yaml inside its GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from calibft import cli, memory
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+SOURCES = yaml.safe_load((memory.CHECKPOINTS / "sources.yaml").read_text())
+
+
+def test_the_tracker_counts_each_storage_once_while_a_tensor_holds_it():
+    weights = torch.empty(10_000, device="meta")  # made before: not counted
+    with memory.PeakTracker() as tracker:
+        a = weights[:1000] * 2  # 4,000 bytes
+        view = a[10:]  # no new storage
+        b = a + 1  # 4,000 more
+        assert (tracker.live, tracker.peak) == (8000, 8000)
+        del a  # the view still holds a's storage
+        assert tracker.live == 8000
+        del view, b
+        assert tracker.live == 0
+        c = torch.empty(500, dtype=torch.float64, device="meta") + 0  # 4,000
+        assert (tracker.live, tracker.peak) == (4000, 8000)
+        del c
+
+
+def _measured(peak: int, head: int) -> tuple[list[memory.Batch], memory.Measured]:
+    train = memory.Batch("train_soft", "train_soft", rows=8, prompt=100)
+    sampling = memory.Batch("structured", "decode", rows=10, prompt=50, new=5)
+    measured = memory.Measured(
+        weights=400 * 10**9,
+        lora=40 * 10**9,
+        root=10 * 10**9,
+        layer=5 * 10**9,
+        peaks={train: peak, sampling: peak},
+        heads={sampling: head},
+    )
+    return [train, sampling], measured
+
+
+def test_a_training_rank_holds_its_shards_the_gathered_units_and_the_activations():
+    batches, measured = _measured(peak=100 * 10**9, head=30 * 10**9)
+    entry = {"resources": {"gpus": 4, "gpu_model": "a100"}, "eval_resources": {"gpus": 2, "gpu_model": "h200"}}
+    train, sampling = memory.job_memory("m", entry, batches, measured)
+    # shards of weights and gradients 100 + 100, AdamW's LoRA states 2 x 40 / 4, root and two layers gathered
+    # with their gradients 2 x 10 + 4 x 5, the activations 100
+    assert train.weights_gb == 100
+    assert train.batch_gb == 100 + 100 + 20 + 20 + 20
+    assert train.estimate_gb == pytest.approx(360 * 1.1 + 2.0)
+    assert (train.requested_gb, train.gpus) == (80.0, 4)
+    # two GPUs share the weights and the layers' part of the peak; the last holds the logits (the head's part)
+    assert sampling.weights_gb == 200
+    assert sampling.batch_gb == 70 / 2 + 30
+    assert sampling.estimate_gb == pytest.approx(265 * 1.1 + 2.0)
+    assert sampling.requested_gb == 141.0
+
+
+def test_headroom_is_what_the_estimate_leaves_of_the_gpu():
+    batches, measured = _measured(peak=0, head=0)
+    entry = {"resources": {"gpus": 4, "gpu_model": "a100"}, "eval_resources": {"gpus": 1, "gpu_model": "a100"}}
+    light = memory.Measured(
+        weights=int((72 - 2.0) / 1.1 * 10**9) - 1, lora=0, root=0, layer=0, peaks=measured.peaks, heads=measured.heads
+    )
+    fits = memory.job_memory("m", entry, batches[1:], light)[0]
+    assert fits.headroom >= memory.HEADROOM and fits.fits
+    heavy = memory.Measured(
+        weights=int((72 - 2.0) / 1.1 * 10**9) + 10**8,
+        lora=0,
+        root=0,
+        layer=0,
+        peaks=measured.peaks,
+        heads=measured.heads,
+    )
+    assert not memory.job_memory("m", entry, batches[1:], heavy)[0].fits
+
+
+def _paper_rows() -> list[memory.JobMemory]:
+    rows, _, _ = memory.plan_memory(CONFIG, measure_missing=False)
+    return rows
+
+
+def test_every_gpu_job_of_the_paper_fits_its_gpus_with_headroom():
+    rows = _paper_rows()
+    unrecorded = {key for key, entry in SOURCES.items() if "missing" in entry}  # reference/checkpoints/sources.yaml
+    assert {row.model for row in rows} == set(CONFIG["models"]) - unrecorded
+    tight = [f"{r.model} {r.job}: {r.estimate_gb:.1f} of {r.requested_gb:.0f} GB" for r in rows if not r.fits]
+    assert not tight, f"jobs with less than {memory.HEADROOM:.0%} of their GPU memory free: {tight}"
+
+
+def test_docs_cluster_holds_the_table_of_the_recorded_measurements():
+    docs = (ROOT / "docs" / "cluster.md").read_text()
+    assert memory.table(_paper_rows()) in docs, "regenerate it: calibft memory, pasted into docs/cluster.md"
+
+
+def test_the_recorded_measurements_are_what_measuring_again_gives():
+    """The committed record is genuine: Llama-3.2-1B (the shallowest of the twelve) measured afresh on the meta
+    device gives the same bytes, every batch of the paper's plan included."""
+    record = memory.read_record()["llama3_2_1b_it"]
+    _, fresh, _ = memory.plan_memory(CONFIG, ["llama3_2_1b_it"], record={})
+    digest, measured = fresh["llama3_2_1b_it"]
+    assert digest == record["checkpoint"]
+    assert measured == record["measured"]
+
+
+def test_a_model_without_a_measurement_of_its_batches_is_named_with_the_command_to_make_it():
+    config = json.loads(json.dumps(CONFIG))
+    config["evaluation"]["mcq"]["sampling"]["batch_size"] += 1
+    with pytest.raises(ValueError, match=r"qwen3_0p6b.*calibft memory --record"):
+        memory.plan_memory(config, ["qwen3_0p6b"], measure_missing=False)
+
+
+def test_the_cli_prints_the_table_for_the_models_asked(capsys):
+    assert cli.main(["memory", "--config", str(ROOT / "config.yaml"), "--models", "qwen3_0p6b"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| model | job |") and "| qwen3_0p6b | train_soft | 4 |" in out
+    assert "gemma3" not in out
+
+
+def test_the_cli_names_an_unknown_model(capsys):
+    assert cli.main(["memory", "--config", str(ROOT / "config.yaml"), "--models", "qwen9"]) != 0
+    assert "qwen9: not among the models" in capsys.readouterr().err
