@@ -178,8 +178,7 @@ class ExactInputs:
 def model_config(shape: dict, tokenizer, layers: int | None, tiny: bool) -> PretrainedConfig:
     """The configuration of `shape`, ending answers with the tokenizer's EOS; `tiny`: toy widths and the
     tokenizer's vocabulary; `layers`: that many decoder layers (and vision layers)."""
-    shape = copy.deepcopy(shape)
-    shape.pop("quantization_config", None)  # GPT-OSS's MXFP4 experts load as bf16 (calibft.memory)
+    shape = memory.as_loaded(shape)
     model_type = shape.pop("model_type")
     text = shape.get("text_config", shape)
     text.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)

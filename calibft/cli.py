@@ -202,9 +202,7 @@ def _memory(args: argparse.Namespace) -> None:
         raise ValueError(f"{', '.join(unknown)}: not among the models of {args.config} ({', '.join(config['models'])})")
     rows, measurements, left_out = memory.plan_memory(config, args.models)
     if args.record:
-        memory.write_record(
-            {**{k: (v["checkpoint"], v["measured"]) for k, v in memory.read_record().items()}, **measurements}
-        )
+        memory.write_record({**memory.read_record(), **measurements})
     sys.stdout.write(memory.table(rows) + "\n")
     for key, why in left_out.items():
         print(f"calibft: {key} not estimated: {why}", file=sys.stderr)

@@ -191,17 +191,21 @@ def with_layers(config: Mapping, layers: int) -> dict:
     return config
 
 
+def as_loaded(config: Mapping) -> dict:
+    """A checkpoint's configuration as the pinned environment loads it: GPT-OSS's MXFP4 quantization left out, since
+    without the `kernels` package transformers dequantizes the experts to bf16 (module docstring)."""
+    config = copy.deepcopy(dict(config))
+    config.pop("quantization_config", None)
+    return config
+
+
 def meta_model(config: Mapping, layers: int | None = None):
     """The model that `calibft.models.load_model` builds from `config` on a GPU (bf16), on the meta device, its
-    decoder cut to `layers` layers when given.
-
-    GPT-OSS's MXFP4 quantization is left out: without the `kernels` package transformers dequantizes the
-    experts to bf16 on load (module docstring)."""
+    decoder cut to `layers` layers when given, its quantization left out as loaded (`as_loaded`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = with_layers(config, layers) if layers is not None else copy.deepcopy(dict(config))
-    config.pop("quantization_config", None)
+    config = as_loaded(with_layers(config, layers) if layers is not None else config)
     built = AutoConfig.for_model(config.pop("model_type"), **config)
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(built, dtype=torch.bfloat16)
@@ -558,15 +562,12 @@ def table(rows: list[JobMemory]) -> str:
     return "\n".join(lines)
 
 
-def read_record(path: Path = RECORD) -> dict:
-    """The recorded measurements: {model key: {"checkpoint": digest of its config, "measured": Measured}}."""
+def read_record(path: Path = RECORD) -> dict[str, tuple[str, Measured]]:
+    """The recorded measurements: {model key: (digest of its checkpoint configuration, Measured)}."""
     if not path.exists():
         return {}
     record = json.loads(path.read_text())
-    return {
-        key: {"checkpoint": entry["checkpoint"], "measured": Measured.from_json(entry)}
-        for key, entry in record["models"].items()
-    }
+    return {key: (entry["checkpoint"], Measured.from_json(entry)) for key, entry in record["models"].items()}
 
 
 def write_record(entries: Mapping[str, tuple[str, Measured]], path: Path = RECORD) -> None:
@@ -604,8 +605,8 @@ def plan_memory(config: Mapping, models: list[str] | None = None, record: Mappin
             left_out[key] = str(err)
             continue
         digest, recorded = _digest(checkpoint), record.get(key)
-        if recorded and recorded["checkpoint"] == digest and set(batches) <= set(recorded["measured"].peaks):
-            measured = recorded["measured"]
+        if recorded and recorded[0] == digest and set(batches) <= set(recorded[1].peaks):
+            measured = recorded[1]
         elif not measure_missing:
             raise ValueError(
                 f"reference/memory.json has no measurement of model {key!r} for this checkpoint configuration and "
