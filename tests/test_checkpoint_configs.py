@@ -9,6 +9,7 @@ text vocabulary and depth are those of the table below, written from the model c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -89,8 +90,12 @@ def test_sources_name_where_each_recorded_file_was_copied_from(key):
     for name in recorded:
         assert name in entry, f"sources.yaml entry {key} does not say where its {name} was copied from"
         source = entry[name]
-        assert source["repo"].count("/") == 1 and source["path"], source
-        assert len(source["commit"]) == 40 and int(source["commit"], 16) >= 0, source
+        assert "repo" in source or "sha256" in source, f"{key} {name}: name its copy (repo, path, commit) or hash"
+        if "repo" in source:
+            assert source["repo"].count("/") == 1 and source["path"], source
+            assert len(source["commit"]) == 40 and int(source["commit"], 16) >= 0, source
+        if "sha256" in source:  # the hub's file byte for byte
+            assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == source["sha256"], f"{key} {name}"
     assert set(entry) - {"hf_id"} == set(recorded), f"sources.yaml entry {key} names files not recorded"
 
 

@@ -229,3 +229,22 @@ def test_engine_settings_return_top_k():
     effective = effective_settings(checkpoint, release_request(checkpoint, True, top_k=40))
     assert engine_settings(effective) == (True, 1.0, 1.0, 40)
     assert logits_processors(effective) == [("TopKLogitsWarper", {"top_k": 40})]
+
+
+# the fixture's checkpoint generation configs, by the recorded checkpoint whose generation_config.json each is
+RECORDED_GENERATION_CONFIGS = {
+    "qwen3": ["qwen3_0p6b", "qwen3_1p7b", "qwen3_4b", "qwen3_8b"],
+    "gemma3": ["gemma3_1b_it", "gemma3_4b_it"],
+    "llama32": ["llama3_2_1b_it"],
+    "gpt_oss": ["gpt_oss_20b"],
+}
+
+
+@pytest.mark.parametrize("family", sorted(RECORDED_GENERATION_CONFIGS))
+def test_the_fixture_was_recorded_with_the_checkpoints_own_generation_configs(family):
+    """The fixture's generation configs are the published files (reference/checkpoints/, byte-checked against the
+    hub's hashes), so its verdicts are those of the paper's checkpoints."""
+    folder = Path(__file__).resolve().parents[1] / "reference" / "checkpoints"
+    for key in RECORDED_GENERATION_CONFIGS[family]:
+        published = json.loads((folder / key / "generation_config.json").read_text())
+        assert CASES[f"{family}/sampling"]["checkpoint"] == published, key
