@@ -3,7 +3,7 @@
 Each model is built from its checkpoint's published `config.json` (reference/checkpoints/) on torch's meta
 device, in bf16 as the jobs load it: tensors there have shapes and dtypes but no storage, so a 27B model costs
 nothing. Each job's largest batch then runs on it: a training step through the batch the objectives build
-(`calibft.objectives.make_batch`), the model's forward on it and backward, an evaluation batch through the model
+(`calibft.objectives.make_batch`), the model's forward on it, backward and AdamW's step, an evaluation batch through the model
 calls of its job (the sampling engine's prefill, cache copy and decode step; the exact walk's trie levels;
 teacher forcing; PALOMA's windows). `PeakTracker` counts the bytes of every tensor the batch creates while it is
 alive, so its peak is what the batch adds to the weights.
@@ -458,6 +458,8 @@ def _traced_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) ->
         completion = inputs.completion_batch(batch.kind, batch.rows, batch.prompt)
         with PeakTracker() as tracker:
             _train_step(peft_model, completion)
+        # the optimizer step as train.py takes it; AdamW's states are counted per rank by `job_memory`
+        torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad]).step()
         peft_model.unload()
         return tracker.peak
     with torch.no_grad(), PeakTracker() as tracker:

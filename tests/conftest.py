@@ -31,6 +31,16 @@ def make_bpe_tokenizer(eos: str | None = "</s>", vocab_size: int = 120) -> PreTr
 
 
 @pytest.fixture(scope="session")
+def fsdp_env() -> dict[str, str]:
+    """launch/fsdp.yaml's FSDP settings as its launcher hands them (tests/fsdp_policy.py)."""
+    from tests.fsdp_policy import launcher_fsdp_env
+
+    env = launcher_fsdp_env()
+    assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and "FSDP_TRANSFORMER_CLS_TO_WRAP" not in env
+    return env
+
+
+@pytest.fixture(scope="session")
 def bpe_tokenizer() -> PreTrainedTokenizerFast:
     return make_bpe_tokenizer()
 

@@ -23,7 +23,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -36,6 +35,7 @@ from transformers import CONFIG_MAPPING, PreTrainedTokenizerFast
 from calibft.generation import decode, stop_token_ids
 from calibft.models import attach_lora, load_for_inference, load_model, load_tokenizer, padding_id
 from calibft.objectives import completion_cross_entropy, completion_logits, make_batch
+from tests.fsdp_policy import wrap_policy, wrapped_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
@@ -348,38 +348,6 @@ def _batch(pad_id: int):
     return make_batch(prompts, completions, np.array([3, 2]), pad_id)
 
 
-def _fsdp_env() -> dict[str, str]:
-    """The FSDP settings `accelerate launch --config_file launch/fsdp.yaml` hands its processes (rules/common.smk's
-    train_launcher), computed by Accelerate's own launcher code."""
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils.launch import prepare_multi_gpu_env
-
-    argv = ["--config_file", str(ROOT / "launch/fsdp.yaml"), "--num_processes", "4", "-m", "calibft.train", "x"]
-    args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
-    env = prepare_multi_gpu_env(args)
-    return {key: value for key, value in env.items() if key.startswith("FSDP_") or key == "ACCELERATE_USE_FSDP"}
-
-
-@pytest.fixture(scope="module")
-def fsdp_env() -> dict[str, str]:
-    env = _fsdp_env()
-    assert env["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP" and "FSDP_TRANSFORMER_CLS_TO_WRAP" not in env
-    return env
-
-
-def _wrap_policy(model, env: dict[str, str]):
-    """Accelerate's FSDP auto-wrap policy for `model`, as `Accelerator.prepare` sets it (`set_auto_wrap_policy`).
-
-    sync_module_states and cpu_ram_efficient_loading (true in launch/fsdp.yaml) only decide how weights are
-    initialized and loaded, and need a GPU to construct the plugin: off here."""
-    from accelerate.utils import FullyShardedDataParallelPlugin
-
-    with mock.patch.dict(os.environ, env):
-        plugin = FullyShardedDataParallelPlugin(sync_module_states=False, cpu_ram_efficient_loading=False)
-        plugin.set_auto_wrap_policy(model)
-    return plugin.auto_wrap_policy
-
-
 def test_every_configured_model_has_a_miniature():
     configured = sorted(model.get("hf_id") for model in CONFIG["models"].values())
     assert sorted(hf_id for mini in MINIATURES.values() for hf_id in mini.covers) == configured
@@ -484,7 +452,7 @@ def test_accelerates_default_wrap_fails_on_the_bare_multimodal_gemma(folders, fs
     missing = {n for n in model._no_split_modules} - {type(m).__name__ for m in model.modules()}
     assert missing == {"SiglipMultiheadAttentionPoolingHead", "SiglipTextEmbeddings"}
     with pytest.raises(ValueError, match="Could not find the transformer layer class Siglip"):
-        _wrap_policy(model, fsdp_env)
+        wrap_policy(model, fsdp_env)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -493,12 +461,12 @@ def test_fsdp_wraps_each_decoder_layer(folders, fsdp_env, name):
     `accelerator.prepare`: each decoder layer, as its own unit; the PEFT wrapper changes nothing."""
     mini = MINIATURES[name]
     model = attach_lora(load_model(folders[name], "bf16", "cpu"), LORA)
-    policy = _wrap_policy(model, fsdp_env)
+    policy = wrap_policy(model, fsdp_env)
     assert {cls.__name__ for cls in policy.keywords["transformer_layer_cls"]} == mini.fsdp_classes
-    unwrapped = _wrap_policy(model.get_base_model(), fsdp_env)
+    unwrapped = wrap_policy(model.get_base_model(), fsdp_env)
     assert {cls.__name__ for cls in unwrapped.keywords["transformer_layer_cls"]} == mini.fsdp_classes
     prefix = "base_model.model."
-    wrapped = {n for n, m in model.named_modules() if policy(module=m, recurse=False, nonwrapped_numel=0)}
+    wrapped = set(wrapped_modules(model, policy))
     decoder = {n for n in wrapped if n.startswith(f"{prefix}{mini.language_model}.")}
     assert decoder == {prefix + layer for layer in _layers(mini)}
     vision = {n.removeprefix(prefix) for n in wrapped - decoder}

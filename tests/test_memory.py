@@ -138,6 +138,27 @@ def test_every_gpu_job_runs_on_each_checkpoint_at_full_width(model_key, training
     assert all(cut.peaks[batch] <= full.peaks[batch] for batch in batches)
 
 
+@pytest.mark.parametrize("model_key", sorted(CONFIG["models"]))
+def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
+    """The root unit and the largest layer unit that the estimate counts are those of the units that
+    launch/fsdp.yaml's TRANSFORMER_BASED_WRAP makes of the LoRA model `train.py` hands to `accelerator.prepare`,
+    each checkpoint at full width (two decoder layers)."""
+    from calibft.models import attach_lora
+    from tests.fsdp_policy import wrap_policy, wrapped_modules
+
+    checkpoint = memory.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])
+    root, layer = memory._fsdp_units(memory.meta_model(checkpoint, 2))
+    model = attach_lora(memory.meta_model(checkpoint, 2), CONFIG["training"]["lora"])
+    units = wrapped_modules(model, wrap_policy(model, fsdp_env))
+    frozen = {name: p for name, p in model.named_parameters() if not p.requires_grad}
+    inside = {id(p) for unit in units.values() for p in unit.parameters()}
+    assert root == sum(p.numel() * p.element_size() for p in frozen.values() if id(p) not in inside)
+    sizes = [
+        sum(p.numel() * p.element_size() for p in unit.parameters() if not p.requires_grad) for unit in units.values()
+    ]
+    assert layer == max(sizes)
+
+
 def test_a_model_without_a_measurement_of_its_batches_is_named_with_the_command_to_make_it():
     config = json.loads(json.dumps(CONFIG))
     config["evaluation"]["mcq"]["sampling"]["batch_size"] += 1
