@@ -3,10 +3,11 @@
 Each model is built from its checkpoint's published `config.json` (reference/checkpoints/) on torch's meta
 device, in bf16 as the jobs load it: tensors there have shapes and dtypes but no storage, so a 27B model costs
 nothing. Each job's largest batch then runs on it: a training step through the batch the objectives build
-(`calibft.objectives.make_batch`), the model's forward on it, backward and AdamW's step, an evaluation batch through the model
-calls of its job (the sampling engine's prefill, cache copy and decode step; the exact walk's trie levels;
-teacher forcing; PALOMA's windows). `PeakTracker` counts the bytes of every tensor the batch creates while it is
-alive, so its peak is what the batch adds to the weights.
+(`calibft.objectives.make_batch`), the model's forward on it, backward and AdamW's step, an evaluation batch
+through the model calls of its job (the sampling engine's prefill, cache copy and decode step; the exact walk's
+trie levels; teacher forcing; PALOMA's windows; NoveltyBench's evaluators scoring, `scoring_memory`).
+`PeakTracker` counts the bytes of every tensor the batch creates while it is alive, so its peak is what the batch
+adds to the weights.
 
 What a job needs per GPU (`job_memory`):
 
@@ -45,6 +46,8 @@ import numpy as np
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reference"
 CHECKPOINTS = REFERENCE / "checkpoints"
+EVALUATORS = REFERENCE / "evaluators"  # config.json of NoveltyBench's reward model and similarity classifier
+EVALUATOR_MODELS = ("reward_model", "classifier")  # keys of evaluation.noveltybench.evaluators
 RECORD = REFERENCE / "memory.json"  # the measurements behind docs/cluster.md's table (`calibft memory --record`)
 GB = 1e9
 # Memory of each GPU model that config.yaml's `gpu_model` may name: the paper's A100-SXM4-80GB
@@ -85,6 +88,7 @@ PROMPT_TOKENS = {
     "noveltybench": 1024,
     "tinybenchmarks": 2048,
 }
+REWARD_TEMPLATE_TOKENS = 16  # the reward model's chat template around a prompt and a generation (a bound)
 
 
 @functools.cache
@@ -199,16 +203,18 @@ def as_loaded(config: Mapping) -> dict:
     return config
 
 
-def meta_model(config: Mapping, layers: int | None = None):
+def meta_model(config: Mapping, layers: int | None = None, classifier: bool = False, dtype: str = "bfloat16"):
     """The model that `calibft.models.load_model` builds from `config` on a GPU (bf16), on the meta device, its
-    decoder cut to `layers` layers when given, its quantization left out as loaded (`as_loaded`)."""
+    decoder cut to `layers` layers when given, its quantization left out as loaded (`as_loaded`); with
+    `classifier`, the sequence-classification model that `calibft.models.load_classifier` builds, in `dtype`."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
     config = as_loaded(with_layers(config, layers) if layers is not None else config)
     built = AutoConfig.for_model(config.pop("model_type"), **config)
+    auto = AutoModelForSequenceClassification if classifier else AutoModelForCausalLM
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(built, dtype=torch.bfloat16)
+        return auto.from_config(built, dtype=getattr(torch, dtype))
 
 
 class PeakTracker:
@@ -522,6 +528,19 @@ def measure(
     return Measured(_parameter_bytes(model), lora_bytes, root, layer, peaks, heads)
 
 
+def _job(model: str, job: str, resources: Mapping, weights: float, batch_bytes: float) -> JobMemory:
+    """A job's estimate from the bytes of the weights and of the batch that one of its GPUs holds."""
+    return JobMemory(
+        model=model,
+        job=job,
+        gpus=max(1, int(resources["gpus"])),
+        weights_gb=weights / GB,
+        batch_gb=batch_bytes / GB,
+        estimate_gb=(weights + batch_bytes) * (1 + FRAGMENTATION) / GB + CONTEXT_GB,
+        requested_gb=GPU_MEMORY_GB[resources["gpu_model"]],
+    )
+
+
 def job_memory(model_key: str, model_config: Mapping, batches: list[Batch], measured: Measured) -> list[JobMemory]:
     """Estimated peak memory per GPU of each batch for one model of config.yaml (`model_config`: its entry,
     with `resources` for training and `eval_resources` for evaluations)."""
@@ -535,18 +554,41 @@ def job_memory(model_key: str, model_config: Mapping, batches: list[Batch], meas
             batch_bytes = peak + weights + 2 * measured.lora / gpus + 2 * measured.root + 4 * measured.layer
         else:  # the last GPU holds the logits
             batch_bytes = (peak - measured.heads[batch]) / gpus + measured.heads[batch]
-        results.append(
-            JobMemory(
-                model=model_key,
-                job=batch.job,
-                gpus=gpus,
-                weights_gb=weights / GB,
-                batch_gb=batch_bytes / GB,
-                estimate_gb=(weights + batch_bytes) * (1 + FRAGMENTATION) / GB + CONTEXT_GB,
-                requested_gb=GPU_MEMORY_GB[resources["gpu_model"]],
-            )
-        )
+        results.append(_job(model_key, batch.job, resources, weights, batch_bytes))
     return results
+
+
+def _score(model, rows: int, tokens: int) -> None:
+    """A sequence-classification forward of `rows` sequences of `tokens` tokens, its scores made float."""
+    import torch
+
+    ids = torch.zeros(rows, tokens, dtype=torch.long, device="meta")
+    model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.float()
+
+
+def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
+    """NoveltyBench's scoring job (`evaluation.noveltybench.scoring_resources`): the reward model in bf16 and the
+    similarity classifier in fp32 (`calibft.evals.noveltybench_run.score`) held together, each scoring its
+    largest batch in turn: `reward_batch_size` chats of a prompt and a generation, one pair of generations."""
+    import torch
+
+    from calibft.evals.noveltybench import CLASSIFIER_MAX_SIDE
+
+    noveltybench = config["evaluation"]["noveltybench"]
+    evaluators = {
+        name: checkpoint_config(name, noveltybench["evaluators"][name]["hf_id"], folder) for name in EVALUATOR_MODELS
+    }
+    reward = meta_model(evaluators["reward_model"], classifier=True)
+    classifier = meta_model(evaluators["classifier"], classifier=True, dtype="float32")
+    chat = PROMPT_TOKENS["noveltybench"] + noveltybench["sampling"]["max_new_tokens"] + REWARD_TEMPLATE_TOKENS
+    with _meta_tensors_traced(), torch.no_grad():
+        with PeakTracker() as rewarding:
+            _score(reward, noveltybench["reward_batch_size"], chat)
+        with PeakTracker() as comparing:
+            _score(classifier, 1, 2 * CLASSIFIER_MAX_SIDE + 3)  # [CLS] a [SEP] b [SEP]
+    resources = noveltybench["scoring_resources"]
+    weights = (_parameter_bytes(reward) + _parameter_bytes(classifier)) / max(1, int(resources["gpus"]))
+    return _job("evaluators", "noveltybench_scoring", resources, weights, max(rewarding.peak, comparing.peak))
 
 
 def table(rows: list[JobMemory]) -> str:
@@ -584,9 +626,9 @@ def write_record(entries: Mapping[str, tuple[str, Measured]], path: Path = RECOR
 
 
 def plan_memory(config: Mapping, models: list[str] | None = None, record: Mapping | None = None, measure_missing=True):
-    """Every GPU job's estimated peak per GPU for the models of `config` (all, or `models`), the measurements
-    behind it ({model key: (checkpoint digest, Measured)}) and the models left out for want of a configuration
-    ({model key: why}).
+    """Every GPU job's estimated peak per GPU for the models of `config` (all, or `models`; with all, NoveltyBench's
+    scoring job too, measured afresh: `scoring_memory`), the measurements behind it ({model key: (checkpoint
+    digest, Measured)}) and what was left out for want of a configuration ({model key or "evaluators": why}).
 
     A model is measured again unless `record` holds it for the same checkpoint configuration and the same
     batches; with `measure_missing` false that is an error instead (the test of the committed table)."""
@@ -623,4 +665,9 @@ def plan_memory(config: Mapping, models: list[str] | None = None, record: Mappin
             measured = measure(checkpoint, batches, training["lora"], inputs)
         measurements[key] = (digest, measured)
         rows += job_memory(key, entry, batches, measured)
+    if models is None:
+        try:
+            rows.append(scoring_memory(config))
+        except FileNotFoundError as err:
+            left_out["evaluators"] = str(err)
     return rows, measurements, left_out

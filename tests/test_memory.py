@@ -3,6 +3,7 @@ hand-computed cases, the committed measurements against a fresh one, and every j
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -83,21 +84,23 @@ def test_headroom_is_what_the_estimate_leaves_of_the_gpu():
     assert not memory.job_memory("m", entry, batches[1:], heavy)[0].fits
 
 
-def _paper_rows() -> list[memory.JobMemory]:
-    rows, _, _ = memory.plan_memory(CONFIG, measure_missing=False)
-    return rows
+@functools.cache
+def _paper_rows() -> tuple[memory.JobMemory, ...]:
+    rows, _, left_out = memory.plan_memory(CONFIG, measure_missing=False)
+    assert not left_out
+    return tuple(rows)
 
 
 def test_every_gpu_job_of_the_paper_fits_its_gpus_with_headroom():
     rows = _paper_rows()
-    assert {row.model for row in rows} == set(CONFIG["models"])
+    assert {row.model for row in rows} == {*CONFIG["models"], "evaluators"}
     tight = [f"{r.model} {r.job}: {r.estimate_gb:.1f} of {r.requested_gb:.0f} GB" for r in rows if not r.fits]
     assert not tight, f"jobs with less than {memory.HEADROOM:.0%} of their GPU memory free: {tight}"
 
 
 def test_docs_cluster_holds_the_table_of_the_recorded_measurements():
     docs = (ROOT / "docs" / "cluster.md").read_text()
-    assert memory.table(_paper_rows()) in docs, "regenerate it: calibft memory, pasted into docs/cluster.md"
+    assert memory.table(list(_paper_rows())) in docs, "regenerate it: calibft memory, pasted into docs/cluster.md"
 
 
 def test_the_recorded_measurements_are_what_measuring_again_gives():
@@ -157,6 +160,32 @@ def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
         sum(p.numel() * p.element_size() for p in unit.parameters() if not p.requires_grad) for unit in units.values()
     ]
     assert layer == max(sizes)
+
+
+def test_the_evaluators_are_built_at_their_published_sizes():
+    """reference/evaluators/ (sources.yaml there): the reward model is Gemma-2-27B, keras-hub's 27,227,128,320
+    parameters, with a score head of one output; the classifier DeBERTa-v3-large, its 128,100 x 1,024 embeddings
+    and 24 layers, with a head of two."""
+    evaluators = CONFIG["evaluation"]["noveltybench"]["evaluators"]
+    configs = {
+        name: memory.checkpoint_config(name, evaluators[name]["hf_id"], memory.EVALUATORS)
+        for name in memory.EVALUATOR_MODELS
+    }
+    reward = memory.meta_model(configs["reward_model"], classifier=True)
+    assert type(reward).__name__ == "Gemma2ForSequenceClassification"
+    assert sum(p.numel() for p in reward.parameters()) == 27_227_128_320 + 4_608
+    classifier = memory.meta_model(configs["classifier"], classifier=True, dtype="float32")
+    assert classifier.deberta.embeddings.word_embeddings.weight.shape == (128_100, 1_024)
+    assert len(classifier.deberta.encoder.layer) == 24 and classifier.classifier.out_features == 2
+
+
+def test_noveltybench_scoring_holds_both_evaluators_and_the_larger_batch():
+    row = next(row for row in _paper_rows() if row.job == "noveltybench_scoring")
+    weights = (27_227_132_928 * 2 + 435_063_810 * 4) / memory.GB  # bf16 reward model, fp32 classifier
+    assert (row.model, row.gpus, row.requested_gb) == ("evaluators", 1, 80.0)
+    assert row.weights_gb == pytest.approx(weights, rel=1e-12)
+    # 4 chats of at most 1,552 tokens through 46 layers: more than a layer's attention scores, under 10 GB
+    assert 4 * 32 * 1_552**2 * 2 / memory.GB < row.batch_gb < 10
 
 
 def test_a_model_without_a_measurement_of_its_batches_is_named_with_the_command_to_make_it():
