@@ -4,7 +4,9 @@ hand-computed cases, the committed measurements against a fresh one, and every j
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -160,6 +162,36 @@ def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
         sum(p.numel() * p.element_size() for p in unit.parameters() if not p.requires_grad) for unit in units.values()
     ]
     assert layer == max(sizes)
+
+
+@pytest.mark.parametrize("kernels_installed", [False, True])
+def test_gpt_oss_loads_its_experts_in_bf16_on_an_a100_without_the_kernels_package(kernels_installed):
+    """What transformers' own MXFP4 quantizer does with GPT-OSS-20B's recorded quantization_config on an A100
+    (compute capability 8.0, Triton installed with CUDA torch): without the `kernels` package, which the pinned
+    environment does not install, it dequantizes the experts to bf16, as `memory.as_loaded` builds the model;
+    with it, they would stay in MXFP4."""
+    from unittest import mock
+
+    from transformers import AutoConfig
+    from transformers.quantizers import AutoHfQuantizer, quantizer_mxfp4
+
+    assert importlib.util.find_spec("kernels") is None
+    assert not re.search(r"^kernels\b", (ROOT / "constraints.txt").read_text(), re.M)
+    config = AutoConfig.from_pretrained(memory.CHECKPOINTS / "gpt_oss_20b")
+    quantizer = AutoHfQuantizer.from_config(config.quantization_config, pre_quantized=True)
+    with (
+        mock.patch.object(quantizer_mxfp4, "get_current_accelerator", return_value=torch.device("cuda")),
+        mock.patch.object(torch.xpu, "is_available", return_value=False),
+        mock.patch.object(torch.cuda, "is_available", return_value=True),
+        mock.patch.object(torch.cuda, "get_device_capability", return_value=(8, 0)),
+        mock.patch.object(quantizer_mxfp4, "is_triton_available", return_value=True),
+        mock.patch.object(quantizer_mxfp4, "is_kernels_available", return_value=kernels_installed),
+    ):
+        quantizer.validate_environment()
+    assert quantizer.quantization_config.dequantize is not kernels_installed
+    experts = memory.meta_model(json.loads((memory.CHECKPOINTS / "gpt_oss_20b" / "config.json").read_text()), 1)
+    gate_up = experts.model.layers[0].mlp.experts.gate_up_proj
+    assert gate_up.dtype == torch.bfloat16 and gate_up.shape == (32, 2880, 2 * 2880)
 
 
 def test_the_evaluators_are_built_at_their_published_sizes():
