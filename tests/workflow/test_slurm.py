@@ -84,7 +84,8 @@ def test_the_training_jobs_asked_slurm_for_their_gpus_and_got_them(slurm_demo):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Interrupted training: the demo's soft adapter trained again through profiles/slurm in copies of the demo's folder,
-# all at once, each interrupted by the cluster after its first checkpoint (step 50 of 747).
+# for one epoch instead of three (249 steps, not 747: `SHORTER`), all at once, each interrupted by the cluster after
+# its first checkpoint (step 50), and each compared with the run that nothing interrupts (`REFERENCE`).
 
 
 @dataclass
@@ -113,20 +114,29 @@ class Run:
         return json.loads((self.workdir / ADAPTER / "run.json").read_text())["attempts"]
 
 
+# every run's configuration over the demo's: the soft recipe for one epoch
+SHORTER = {"recipes": {"soft": {"epochs": 1}}}
+REFERENCE = "gres_and_constraint"  # the run that nothing interrupts
+
+
 def train_again(demo: DemoRun, workdir: Path, args: tuple[str, ...], config: dict | None) -> Run:
     """Snakemake training the demo's soft adapter again through profiles/slurm, in a folder holding the demo's data
-    layer and models (hard links: the training job only reads them), with more arguments and configuration."""
+    layer and models (hard links: the training job only reads them), with more arguments and configuration (over
+    `SHORTER`)."""
     for part in ("results", "resources"):
         if (demo.workdir / part).exists():
             shutil.copytree(demo.workdir / part, workdir / part, copy_function=os.link)
     for fresh in (ADAPTER, CHECKPOINTS):
         shutil.rmtree(workdir / fresh, ignore_errors=True)
     overlay = workdir / "interruption.yaml"
-    overlay.write_text(yaml.safe_dump(config or {}))
+    overlay.write_text(yaml.safe_dump(SHORTER))
+    configfiles = [*demo.configfiles, str(overlay)]
+    if config:
+        (workdir / "case.yaml").write_text(yaml.safe_dump(config))
+        configfiles.append(str(workdir / "case.yaml"))
     where = ["--directory", str(workdir), "--snakefile", str(REPO / "Snakefile")]
-    configfiles = [*demo.configfiles, str(overlay)]  # --configfile takes every value that follows: last
     command = [sys.executable, "-m", "snakemake", str(ADAPTER / "run.json"), *where, *args, *SLURM]
-    command += ["--configfile", *configfiles]
+    command += ["--configfile", *configfiles]  # --configfile takes every value that follows: last
     output_file = workdir / "snakemake.out"
     with open(output_file, "w") as out:
         process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
@@ -207,25 +217,27 @@ def interrupted(slurm_demo, tmp_path_factory) -> dict[str, tuple[Run, int]]:
     return {name: (run, statuses[name]) for name, run in runs.items()}
 
 
-def assert_trained_as_the_demo(run: Run, status: int | None, demo: Path) -> None:
-    """The adapter and the losses of the uninterrupted demo, bit for bit."""
+def assert_trained_as(run: Run, status: int | None, reference: Path) -> None:
+    """The adapter and the losses of the uninterrupted run in `reference`, bit for bit."""
     assert status == 0, run.output[-3000:]
     weights = "adapter_model.safetensors"
-    assert (run.workdir / ADAPTER / weights).read_bytes() == (demo / ADAPTER / weights).read_bytes()
-    configs = [json.loads((folder / ADAPTER / "adapter_config.json").read_text()) for folder in (run.workdir, demo)]
+    assert (run.workdir / ADAPTER / weights).read_bytes() == (reference / ADAPTER / weights).read_bytes()
+    configs = [
+        json.loads((folder / ADAPTER / "adapter_config.json").read_text()) for folder in (run.workdir, reference)
+    ]
     for config in configs:  # PEFT writes the set of target modules in the process's hash order
         config["target_modules"] = sorted(config["target_modules"])
     assert configs[0] == configs[1]
     resumed, uninterrupted = (
         [(r["step"], r["loss"], r["lr"]) for r in read_jsonl(folder / ADAPTER / "train_log.jsonl")]
-        for folder in (run.workdir, demo)
+        for folder in (run.workdir, reference)
     )
     assert resumed == uninterrupted
 
 
 def test_a_requeued_training_job_runs_again_and_resumes_to_the_same_adapter(interrupted, slurm_demo):
     run, status = interrupted["requeue"]
-    assert_trained_as_the_demo(run, status, slurm_demo.workdir)
+    assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     (job,) = run.slurm_jobs()  # Slurm ran the same job again; Snakemake did not resubmit it
     assert [a["resumed_at_step"] >= 50 for a in run.attempts()] == [False, True]
     assert f"== attempt 1, Slurm job {job}, requeued" in run.log and "resuming at step" in run.log
@@ -234,7 +246,7 @@ def test_a_requeued_training_job_runs_again_and_resumes_to_the_same_adapter(inte
 @pytest.mark.parametrize(("name", "resubmitted"), [("preempted_requeue", False), ("preempted_cancel", True)])
 def test_a_preempted_training_job_resumes_to_the_same_adapter(interrupted, slurm_demo, name, resubmitted):
     run, status = interrupted[name]
-    assert_trained_as_the_demo(run, status, slurm_demo.workdir)
+    assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     assert sacct(["State"], f"--jobs={run.slurm_jobs()[0]}", "--duplicates")[0]["State"] == "PREEMPTED"
     assert [a["resumed_at_step"] >= 50 for a in run.attempts()] == [False, True]
     assert len(run.slurm_jobs()) == 1 + resubmitted
@@ -243,7 +255,7 @@ def test_a_preempted_training_job_resumes_to_the_same_adapter(interrupted, slurm
 
 def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_same_adapter(interrupted, slurm_demo):
     run, status = interrupted["scancel"]
-    assert_trained_as_the_demo(run, status, slurm_demo.workdir)
+    assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     first, _ = run.slurm_jobs()
     assert f"SLURM job {first} was cancelled (CANCELLED by 0)" in run.output
     assert [a["resumed_at_step"] >= 50 for a in run.attempts()] == [False, True]
@@ -252,16 +264,26 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_same_adapter
 
 def test_a_training_job_near_its_time_limit_checkpoints_stops_and_resumes_to_the_same_adapter(interrupted, slurm_demo):
     run, status = interrupted["time_limit"]
-    assert_trained_as_the_demo(run, status, slurm_demo.workdir)
+    assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     first, _ = run.slurm_jobs()
     assert sacct(["State"], f"--jobs={first}")[0]["State"] == "FAILED"  # it stopped itself: no TIMEOUT
-    stopped = int(re.search(r"stopped after step (\d+) of 747", run.log)[1])
+    stopped = int(re.search(r"stopped after step (\d+) of 249", run.log)[1])
     assert [a["resumed_at_step"] for a in run.attempts()] == [0, stopped]
 
 
 def test_a_site_may_ask_for_gres_and_a_node_feature_instead_of_gpus(interrupted, slurm_demo):
-    run, status = interrupted["gres_and_constraint"]
-    assert_trained_as_the_demo(run, status, slurm_demo.workdir)
+    """The reference run: one attempt, the epoch's 249 steps, and the demo's training where they share a step: the
+    same adapter configuration and the same first loss (the same weights on the same first batch)."""
+    run, status = interrupted[REFERENCE]
+    assert status == 0, run.output[-3000:]
+    assert [a["resumed_at_step"] for a in run.attempts()] == [0]
+    steps, demo_steps = (
+        read_jsonl(folder / ADAPTER / "train_log.jsonl") for folder in (run.workdir, slurm_demo.workdir)
+    )
+    assert [r["step"] for r in steps] == list(range(1, 250)) and len(demo_steps) == 747
+    assert steps[0]["loss"] == demo_steps[0]["loss"]
+    configs = [json.loads((f / ADAPTER / "adapter_config.json").read_text()) for f in (run.workdir, slurm_demo.workdir)]
+    assert {**configs[0], "target_modules": None} == {**configs[1], "target_modules": None}
     (call,) = sbatch_calls(run.output)
     assert " --gres=gpu:a100:1" in call and " -C a100" in call and "--gpus" not in call, call
     (job,) = run.slurm_jobs()
