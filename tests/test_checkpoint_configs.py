@@ -87,16 +87,19 @@ def test_sources_name_where_each_recorded_file_was_copied_from(key):
     recorded = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     assert "config.json" in recorded, _where(key)
     assert set(recorded) <= set(RECORDED), f"{folder} holds {recorded}: only {RECORDED} are recorded"
-    for name in recorded:
-        assert name in entry, f"sources.yaml entry {key} does not say where its {name} was copied from"
+    for name in RECORDED:
+        assert name in entry, f"sources.yaml entry {key} does not say where its {name} was copied from, or why not"
         source = entry[name]
+        assert ("missing" in source) == (name not in recorded), f"{key} {name}: recorded, or `missing` says why not"
+        if "missing" in source:
+            continue
         assert "repo" in source or "sha256" in source, f"{key} {name}: name its copy (repo, path, commit) or hash"
         if "repo" in source:
             assert source["repo"].count("/") == 1 and source["path"], source
             assert len(source["commit"]) == 40 and int(source["commit"], 16) >= 0, source
         if "sha256" in source:  # the hub's file byte for byte
             assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == source["sha256"], f"{key} {name}"
-    assert set(entry) - {"hf_id"} == set(recorded), f"sources.yaml entry {key} names files not recorded"
+    assert set(entry) == {"hf_id", *RECORDED}, f"sources.yaml entry {key}: {sorted(entry)}"
 
 
 @pytest.mark.parametrize("key", sorted(MODELS))
