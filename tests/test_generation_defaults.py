@@ -235,7 +235,7 @@ def test_engine_settings_return_top_k():
 RECORDED_GENERATION_CONFIGS = {
     "qwen3": ["qwen3_0p6b", "qwen3_1p7b", "qwen3_4b", "qwen3_8b"],
     "gemma3": ["gemma3_1b_it", "gemma3_4b_it"],
-    "llama32": ["llama3_2_1b_it"],
+    "llama32": ["llama3_2_1b_it", "llama3_2_3b_it"],
     "gpt_oss": ["gpt_oss_20b"],
 }
 
