@@ -335,6 +335,15 @@ class TrainingInputs:
         return make_batch([self.prompt_ids[i] for i in items], tokens, lengths, pad, seq_len)
 
 
+def training_inputs(config: Mapping) -> TrainingInputs:
+    """The data of the plan's training batch (`gpu_batches`), on the soft training space with Qwen3's tokenizer."""
+    from calibft.packaged_tokenizers import load_packaged_tokenizer
+
+    train = next(batch for batch in gpu_batches(config) if batch.training)
+    tokenizer = load_packaged_tokenizer("qwen3")
+    return TrainingInputs.build(tokenizer, config["output_spaces"]["soft"], train.rows, train.prompt)
+
+
 def _train_step(model, completion) -> None:
     """A training step's forward and backward (`calibft.objectives.completion_logits`). The objectives' index
     arithmetic reads values that meta tensors lack, so the loss is the float32 log-softmax of the completion
@@ -566,6 +575,13 @@ def _score(model, rows: int, tokens: int) -> None:
     model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.float()
 
 
+def evaluator_configs(config: Mapping, folder: Path = EVALUATORS) -> dict[str, dict]:
+    """The config.json of NoveltyBench's evaluators, by `EVALUATOR_MODELS` key: as recorded in `folder`, else from
+    the hub by the `evaluation.noveltybench.evaluators` id."""
+    evaluators = config["evaluation"]["noveltybench"]["evaluators"]
+    return {name: checkpoint_config(name, evaluators[name]["hf_id"], folder) for name in EVALUATOR_MODELS}
+
+
 def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
     """NoveltyBench's scoring job (`evaluation.noveltybench.scoring_resources`): the reward model in bf16 and the
     similarity classifier in fp32 (`calibft.evals.noveltybench_run.score`) held together, each scoring its
@@ -575,9 +591,7 @@ def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
     from calibft.evals.noveltybench import CLASSIFIER_MAX_SIDE
 
     noveltybench = config["evaluation"]["noveltybench"]
-    evaluators = {
-        name: checkpoint_config(name, noveltybench["evaluators"][name]["hf_id"], folder) for name in EVALUATOR_MODELS
-    }
+    evaluators = evaluator_configs(config, folder)
     reward = meta_model(evaluators["reward_model"], classifier=True)
     classifier = meta_model(evaluators["classifier"], classifier=True, dtype="float32")
     chat = PROMPT_TOKENS["noveltybench"] + noveltybench["sampling"]["max_new_tokens"] + REWARD_TEMPLATE_TOKENS
@@ -632,8 +646,6 @@ def plan_memory(config: Mapping, models: list[str] | None = None, record: Mappin
 
     A model is measured again unless `record` holds it for the same checkpoint configuration and the same
     batches; with `measure_missing` false that is an error instead (the test of the committed table)."""
-    from calibft.packaged_tokenizers import load_packaged_tokenizer
-
     record = read_record() if record is None else record
     batches = gpu_batches(config)
     training = config["training"]
@@ -658,10 +670,7 @@ def plan_memory(config: Mapping, models: list[str] | None = None, record: Mappin
                 f"prints into docs/cluster.md"
             )
         else:
-            if inputs is None:
-                train = next(batch for batch in batches if batch.training)
-                tokenizer = load_packaged_tokenizer("qwen3")
-                inputs = TrainingInputs.build(tokenizer, config["output_spaces"]["soft"], train.rows, train.prompt)
+            inputs = inputs or training_inputs(config)
             measured = measure(checkpoint, batches, training["lora"], inputs)
         measurements[key] = (digest, measured)
         rows += job_memory(key, entry, batches, measured)

@@ -17,7 +17,6 @@ from calibft import cli, memory
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
-SOURCES = yaml.safe_load((memory.CHECKPOINTS / "sources.yaml").read_text())
 
 
 def test_the_tracker_counts_each_storage_once_while_a_tensor_holds_it():
@@ -117,11 +116,7 @@ def test_the_recorded_measurements_are_what_measuring_again_gives():
 
 @pytest.fixture(scope="module")
 def training_inputs() -> memory.TrainingInputs:
-    from calibft.packaged_tokenizers import load_packaged_tokenizer
-
-    train = next(batch for batch in memory.gpu_batches(CONFIG) if batch.training)
-    tokenizer = load_packaged_tokenizer("qwen3")
-    return memory.TrainingInputs.build(tokenizer, CONFIG["output_spaces"]["soft"], train.rows, train.prompt)
+    return memory.training_inputs(CONFIG)
 
 
 @pytest.mark.parametrize("model_key", sorted(CONFIG["models"]))
@@ -198,11 +193,7 @@ def test_the_evaluators_are_built_at_their_published_sizes():
     """reference/evaluators/ (sources.yaml there): the reward model is Gemma-2-27B, keras-hub's 27,227,128,320
     parameters, with a score head of one output; the classifier DeBERTa-v3-large, its 128,100 x 1,024 embeddings
     and 24 layers, with a head of two."""
-    evaluators = CONFIG["evaluation"]["noveltybench"]["evaluators"]
-    configs = {
-        name: memory.checkpoint_config(name, evaluators[name]["hf_id"], memory.EVALUATORS)
-        for name in memory.EVALUATOR_MODELS
-    }
+    configs = memory.evaluator_configs(CONFIG)
     reward = memory.meta_model(configs["reward_model"], classifier=True)
     assert type(reward).__name__ == "Gemma2ForSequenceClassification"
     assert sum(p.numel() for p in reward.parameters()) == 27_227_128_320 + 4_608
