@@ -37,7 +37,9 @@ def slurm_demo(demo_run):
 def sacct(fields: list[str], *selection: str) -> list[dict[str, str]]:
     """sacct's records of the jobs (not their steps) of `selection` (e.g. --name=the run's id), by field name
     (a field may give its width: Comment%100)."""
-    command = ["sacct", "-X", "--parsable2", "--noheader", f"--format={','.join(fields)}", *selection]
+    # sacct selects jobs by name from midnight on unless told a start time: a run may cross midnight
+    command = ["sacct", "-X", "--parsable2", "--noheader", "--starttime=2000-01-01", f"--format={','.join(fields)}"]
+    command += selection
     lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()
     names = [field.split("%")[0] for field in fields]
     return [dict(zip(names, line.split("|"), strict=True)) for line in lines]
