@@ -9,11 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
-
 from calibft import cpu, memory, plan, reference, reproduction
 from calibft.artifacts.registry import ARTIFACTS
 from calibft.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
+from calibft.config import read_config
 from calibft.evals import gpirt
 from calibft.grid import SPLITS, prompts, select
 from calibft.output_space import spaces_for_prompts
@@ -196,7 +195,7 @@ def _cpu(args: argparse.Namespace) -> None:
 
 
 def _memory(args: argparse.Namespace) -> None:
-    config = yaml.safe_load(Path(args.config).read_text())
+    config = read_config(args.config)
     unknown = sorted(set(args.models or ()) - set(config["models"]))
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: not among the models of {args.config} ({', '.join(config['models'])})")

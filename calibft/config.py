@@ -2,11 +2,44 @@
 
 from __future__ import annotations
 
+import copy
 import re
+from pathlib import Path
+
+import yaml
 
 from calibft.grid import prompts
 
 SCHEMA = "schemas/config.schema.yaml"
+
+
+def merged(defaults: dict, settings: dict) -> dict:
+    """`settings` over `defaults`, the keys of `settings` first: a mapping in both is merged key by key, any
+    other value of `settings` replaces the default. Neither argument is changed."""
+    out = {}
+    for key, value in settings.items():
+        default = defaults.get(key)
+        both = isinstance(value, dict) and isinstance(default, dict)
+        out[key] = merged(default, value) if both else copy.deepcopy(value)
+    out.update({key: copy.deepcopy(value) for key, value in defaults.items() if key not in settings})
+    return out
+
+
+def resolve_model_families(config: dict) -> dict:
+    """Give every model of `config` the settings of its family (`model_families`, keyed by the model's
+    `family`, else its `display`) that it does not set itself, in place; returns `config`. Resolving twice
+    gives the same models."""
+    families = config.get("model_families") or {}
+    for name, model in config.get("models", {}).items():
+        family = families.get(model.get("family", model.get("display")))
+        if family:
+            config["models"][name] = merged(family, model)
+    return config
+
+
+def read_config(path: str | Path) -> dict:
+    """A workflow configuration file with its models resolved (`resolve_model_families`)."""
+    return resolve_model_families(yaml.safe_load(Path(path).read_text()))
 
 
 def validate_config(config: dict, schema: str, source: str = "the config") -> None:

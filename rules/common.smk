@@ -32,6 +32,7 @@ from calibft.assets import (  # noqa: E402
 from calibft.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
+    resolve_model_families,
     tokenizer_source,
     validate_config,
 )
@@ -69,7 +70,9 @@ if workflow.config_settings.replace_workflow_config and not config.get(
         "that replaces config.yaml, and drop the option"
     )
 
-# a config that does not match the schema stops here, before any job, naming the file, the key and the fix
+# each model takes what its family shares (model_families); a config that does not match the schema stops
+# here, before any job, naming the file, the key and the fix
+resolve_model_families(config)
 validate_config(
     config,
     os.path.join(workflow.basedir, "schemas", "config.schema.yaml"),

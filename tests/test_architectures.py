@@ -28,17 +28,17 @@ import numpy as np
 import pytest
 import torch
 import transformers
-import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import CONFIG_MAPPING, PreTrainedTokenizerFast
 
+from calibft.config import read_config
 from calibft.generation import decode, stop_token_ids
 from calibft.models import attach_lora, load_for_inference, load_model, load_tokenizer, padding_id
 from calibft.objectives import completion_cross_entropy, completion_logits, make_batch
 from tests.fsdp_policy import wrap_policy, wrapped_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+CONFIG = read_config(ROOT / "config.yaml")
 LORA = CONFIG["training"]["lora"]  # r 16, alpha 32, dropout 0.05, q/k/v/o_proj
 ATTENTION = [f"self_attn.{name}" for name in LORA["target_modules"]]
 WORDS = 1000  # ordinary tokens are WORDS..WORDS+31: inside every vocabulary, clear of the special tokens

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 import calibft.io
+from calibft.config import read_config
 from calibft.grid import prompts, read_prompts
 from calibft.io import load_npz, read_jsonl, save_npz, write_json, write_jsonl
 from calibft.output_space import SpaceSet, spaces_for_prompts
@@ -136,7 +137,7 @@ def test_a_truncated_samples_gz_names_the_file_and_how_far_it_read(tmp_path, dam
 def test_a_model_without_a_tokenizer_fails_schema_validation_naming_the_key_and_the_choices():
     from calibft.config import validate_config
 
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = read_config(REPO / "config.yaml")
     model = next(iter(config["models"]))
     del config["models"][model]["tokenizer"]
     expected = (
@@ -149,9 +150,9 @@ def test_a_model_without_a_tokenizer_fails_schema_validation_naming_the_key_and_
 
 @pytest.mark.workflow
 def test_the_workflow_stops_on_a_model_without_a_tokenizer_before_any_job(tmp_path):
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    entry = dict(next(iter(config["models"].values())))
+    entry = dict(next(iter(read_config(REPO / "config.yaml")["models"].values())))
     del entry["tokenizer"]
+    entry["family"] = "My-family"  # of no model_families entry, which would give it a tokenizer
     extra = tmp_path / "mine.yaml"
     extra.write_text(yaml.safe_dump({"models": {"my_model": entry}}))
     snakemake = Path(sys.executable).parent / "snakemake"

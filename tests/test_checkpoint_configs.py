@@ -18,9 +18,11 @@ import transformers
 import yaml
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
+from calibft.config import read_config
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "reference" / "checkpoints"
-CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+CONFIG = read_config(ROOT / "config.yaml")
 MODELS: dict[str, dict] = CONFIG["models"]
 SOURCES: dict[str, dict] = yaml.safe_load((CHECKPOINTS / "sources.yaml").read_text())
 RECORDED = ("config.json", "generation_config.json")

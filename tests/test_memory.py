@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from calibft import cli, memory
+from calibft.config import read_config
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = yaml.safe_load((ROOT / "config.yaml").read_text())
+CONFIG = read_config(ROOT / "config.yaml")
 
 
 def test_the_tracker_counts_each_storage_once_while_a_tensor_holds_it():

@@ -5,7 +5,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from calibft.artifacts.config_tables import (
     AXES_OF_PARAMS,
@@ -18,6 +17,7 @@ from calibft.artifacts.config_tables import (
     training_hardware,
 )
 from calibft.artifacts.tables import Table, format_number, latex_escape, table_name, to_latex, to_markdown, write_table
+from calibft.config import read_config
 from calibft.families import FAMILIES
 from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
 
@@ -46,10 +46,7 @@ PAPER_SHARED = {
 
 @pytest.fixture(scope="module")
 def paper_config() -> dict:
-    config = yaml.safe_load((ROOT / "config.yaml").read_text())
-    for model in config["models"].values():  # the paper: one node of 4 A100 GPUs per run
-        model.setdefault("resources", {"gpus": 4, "gpu_model": "a100", "mem_mb": 256000, "runtime": 360})
-    return config
+    return read_config(ROOT / "config.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from calibft.artifacts.registry import where
+from calibft.config import read_config
 from calibft.plan import gpu_hours_by_rule, planned_jobs
 from tests.workflow.runner import REPO, code_blocks, job_counts, paper_workflow_in, snakemake
 
@@ -211,7 +212,7 @@ def test_gpt_oss_takes_its_own_ssot_instruction_and_its_final_answer_whole():
     """Paper appendix E.3 (protocol as_written): GPT-OSS keeps the SSOT reasoning in its analysis channel and
     answers bare in its final one; the other models get the shared instruction and the <answer> tags."""
     jobs = ssot_jobs("results/protocols/as_written", "--config", "protocol={preset: as_written}")
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = read_config(REPO / "config.yaml")
     gpt_oss, qwen = jobs["gpt_oss_20b"], jobs["qwen3_14b"]
     assert gpt_oss["system"] == config["models"]["gpt_oss_20b"]["ssot_instruction"] != qwen["system"]
     assert gpt_oss["answer_pattern"] is None and gpt_oss["chat_overrides"] == {"assistant_prefix": ""}
@@ -331,7 +332,7 @@ def _config_with(tmp_path: Path, edit, standalone: bool = False) -> Path:
             lambda c: c["models"]["gpt_oss_20b"].update(ssot_answer_pattern="final"),
             r"models\.gpt_oss_20b\.ssot_answer_pattern needs a group that captures",
         ),
-        (lambda c: c["models"]["qwen3_4b"].pop("eval_resources"), r"'eval_resources' is a required property"),
+        (lambda c: c["model_families"]["Qwen3"].pop("eval_resources"), r"'eval_resources' is a required property"),
         (
             lambda c: c["evaluation"]["noveltybench"].update(qualitative_models=["qwen3_15b"]),
             r"evaluation\.noveltybench\.qualitative_models names \['qwen3_15b'\]",

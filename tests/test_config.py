@@ -1,0 +1,83 @@
+"""Model families (calibft.config.resolve_model_families): what a model inherits, and what it overrides."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from calibft.config import merged, read_config, resolve_model_families
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAMILY = {
+    "tokenizer": "qwen3",
+    "chat": {"template_kwargs": {"enable_thinking": False}, "date": "2025-08-05"},
+    "resources": {"gpus": 4, "runtime": 360},
+}
+
+
+def test_a_model_takes_its_familys_settings_and_its_own_win_key_by_key():
+    config = {
+        "model_families": {"Qwen3": FAMILY},
+        "models": {
+            "plain": {"display": "Qwen3-0.6B", "family": "Qwen3"},
+            "own": {
+                "display": "Qwen3-8B",
+                "family": "Qwen3",
+                "tokenizer": "mine",
+                "chat": {"template_kwargs": {"enable_thinking": True}},
+                "resources": {"gpus": 2},
+            },
+            "by_display": {"display": "Qwen3"},  # no family: its display names it
+            "other": {"display": "Other", "family": "Other", "tokenizer": "x"},
+        },
+    }
+    models = resolve_model_families(copy.deepcopy(config))["models"]
+    assert models["plain"] == {"display": "Qwen3-0.6B", "family": "Qwen3", **FAMILY}
+    assert models["own"] == {
+        "display": "Qwen3-8B",
+        "family": "Qwen3",
+        "tokenizer": "mine",
+        "chat": {"template_kwargs": {"enable_thinking": True}, "date": "2025-08-05"},
+        "resources": {"gpus": 2, "runtime": 360},
+    }
+    assert models["by_display"] == {"display": "Qwen3", **FAMILY}
+    assert models["other"] == config["models"]["other"]
+    # nothing is shared between models or with the family, and resolving again changes nothing
+    models["plain"]["resources"]["gpus"] = 1
+    assert models["by_display"]["resources"]["gpus"] == 4 and FAMILY["resources"]["gpus"] == 4
+    resolved = resolve_model_families(copy.deepcopy(config))
+    assert resolve_model_families(copy.deepcopy(resolved)) == resolved
+
+
+def test_a_value_that_is_no_mapping_replaces_the_default_whole():
+    assert merged({"chat": {"date": "x"}, "pattern": "a"}, {"chat": {}, "pattern": None}) == {
+        "chat": {"date": "x"},
+        "pattern": None,
+    }
+    assert merged({"kwargs": {"a": 1}}, {"kwargs": "text"}) == {"kwargs": "text"}
+    assert list(merged({"a": 1, "b": 2}, {"b": 3, "c": 4})) == ["b", "c", "a"]  # the model's own keys first
+
+
+def test_the_paper_models_are_the_families_settings_written_out():
+    """config.yaml's twelve models, resolved, against their settings written out model by model."""
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    models = read_config(ROOT / "config.yaml")["models"]
+    assert list(models) == list(raw["models"])
+    for name, model in models.items():
+        family = raw["model_families"][model["family"]]
+        assert model["tokenizer"] == family["tokenizer"]
+        assert model["chat"] == family["chat"] and model.get("ssot_chat") == family.get("ssot_chat")
+        assert model["resources"] == {"gpus": 4, "gpu_model": "a100", "cpus": 24, "mem_mb": 256000, "runtime": 360}
+        gpus = 2 if name == "gemma3_27b_it" else 1
+        assert model["eval_resources"] == {
+            "gpus": gpus,
+            "gpu_model": "a100",
+            "cpus": 8,
+            "mem_mb": 64000,
+            "runtime": 480,
+        }
+    assert models["gpt_oss_20b"]["ssot_release_style"] == "gpt_oss" and "ssot_instruction" in models["gpt_oss_20b"]
+    assert "ssot_instruction" not in models["qwen3_8b"]
