@@ -1,6 +1,6 @@
 """Bad inputs nobody had tried: each is fed to the function or command that reads it, and the error must name the
-file, what is wrong and the fix, and leave what was already computed as it was. The table of README.md's
-"Reliability" section (and docs/reliability.md) lists them, one row per test here."""
+file, what is wrong and the fix, and leave what was already computed as it was. docs/reliability.md lists them
+with their messages."""
 
 from __future__ import annotations
 
