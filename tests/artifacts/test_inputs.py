@@ -3,18 +3,18 @@
 from pathlib import Path
 
 import pytest
-import yaml
 from snakemake.utils import validate
 
 from calibft.artifacts.inputs import artifact_inputs, artifact_seeds, artifact_settings, qualitative_panels, seed_inputs
 from calibft.artifacts.registry import planned, where
+from calibft.config import read_config
 from calibft.layout import Layout
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def layout_of(path: str) -> Layout:
-    config = yaml.safe_load((REPO / path).read_text())
+    config = read_config(REPO / path)
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))
     return Layout(config, str(REPO))
 
