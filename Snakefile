@@ -5,18 +5,22 @@
 #   snakemake --profile profiles/slurm all       # the paper on a SLURM cluster with A100 nodes
 #   snakemake --profile profiles/mini structured # its structured-sampling part, two real small models, CPU
 
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")  # as pyproject.toml's `workflow` extra
 
 
-# config.yaml is the paper's configuration. A file given with --configfile extends it, unless that file is a
-# whole configuration of its own (`standalone: true`, as the demo, smoke and mini configurations are), which
-# replaces it. The configuration says so itself, so that a cluster job, which Snakemake starts with the
-# --configfiles but without --replace-workflow-config, reads the same configuration as the main process.
+# config.yaml is the paper's configuration. A file given with --configfile extends it, or the base that the file
+# names with `base:`, a path in this repository (the demo, smoke and mini configurations name profiles/cpu.yaml):
+# the --configfiles win, a mapping key by key. A base is a whole configuration of its own (`standalone: true`, as
+# profiles/cpu.yaml is), which replaces config.yaml. The configuration says so itself, so that a cluster job, which
+# Snakemake starts with the --configfiles but without --replace-workflow-config, reads the same configuration as
+# the main process.
 if not config.get("standalone", False):
 
-    configfile: "config.yaml"
+    configfile: os.path.join(workflow.basedir, config["base"]) if "base" in config else "config.yaml"
 
 
 report: "report/workflow.rst"

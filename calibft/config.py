@@ -11,6 +11,7 @@ import yaml
 from calibft.grid import prompts
 
 SCHEMA = "schemas/config.schema.yaml"
+REPOSITORY = Path(__file__).resolve().parents[1]  # the workflow's folder, against which a config's `base` is read
 
 
 def merged(defaults: dict, settings: dict) -> dict:
@@ -38,8 +39,35 @@ def resolve_model_families(config: dict) -> dict:
 
 
 def read_config(path: str | Path) -> dict:
-    """A workflow configuration file with its models resolved (`resolve_model_families`)."""
-    return resolve_model_families(yaml.safe_load(Path(path).read_text()))
+    """A workflow configuration file as the workflow reads it: over the base it names (`base:`, a path in
+    this repository, e.g. profiles/cpu.yaml), whose keys it overrides as Snakemake merges them (`merged`),
+    with its models resolved (`resolve_model_families`)."""
+    config = yaml.safe_load(Path(path).read_text())
+    if "base" in config:
+        config = in_schema_order(merged(yaml.safe_load((REPOSITORY / config["base"]).read_text()), config))
+    return resolve_model_families(config)
+
+
+def in_schema_order(config: dict) -> dict:
+    """`config` with its training settings and each of its recipes in the order of the schema's properties, in
+    place; returns `config`. A training job records both, as JSON text, among its parameters; merged over a base,
+    a configuration has its own keys first (`merged`, as Snakemake merges), so without this a training setting
+    moved into the base would change the text, and Snakemake would rerun the job. config.yaml, and the CPU
+    configurations as they were before they shared profiles/cpu.yaml, list them in this order."""
+    properties = yaml.safe_load((REPOSITORY / SCHEMA).read_text())["properties"]
+
+    def ordered(mapping: dict, keys: list[str]) -> dict:
+        return {key: mapping[key] for key in keys if key in mapping} | {
+            key: value for key, value in mapping.items() if key not in keys
+        }
+
+    if isinstance(config.get("training"), dict):
+        config["training"] = ordered(config["training"], list(properties["training"]["properties"]))
+    recipe_keys = list(properties["recipes"]["additionalProperties"]["properties"])
+    for name, recipe in (config.get("recipes") or {}).items():
+        if isinstance(recipe, dict):
+            config["recipes"][name] = ordered(recipe, recipe_keys)
+    return config
 
 
 def validate_config(config: dict, schema: str, source: str = "the config") -> None:

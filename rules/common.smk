@@ -32,6 +32,7 @@ from calibft.assets import (  # noqa: E402
 from calibft.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
+    in_schema_order,
     resolve_model_families,
     tokenizer_source,
     validate_config,
@@ -60,7 +61,8 @@ from calibft.slurm_states import watch_ended_jobs  # noqa: E402
 watch_ended_jobs()
 
 # A cluster job gets the --configfiles of the main process but not --replace-workflow-config, so it would read
-# config.yaml under a configuration that the main process read alone (see the Snakefile).
+# config.yaml under a configuration that the main process read alone (see the Snakefile). A configuration that
+# names a base is standalone through it, but the option would discard the base as it discards config.yaml.
 if workflow.config_settings.replace_workflow_config and not config.get(
     "standalone", False
 ):
@@ -69,6 +71,22 @@ if workflow.config_settings.replace_workflow_config and not config.get(
         f"{' and '.join(map(str, workflow.overwrite_configfiles))}: put `standalone: true` in a configuration "
         "that replaces config.yaml, and drop the option"
     )
+# Snakemake skips a configfile that does not exist when --configfiles are given: the base that a configuration
+# names must be there, and be a whole configuration.
+if "base" in config and not config.get("standalone", False):
+    _base = os.path.join(workflow.basedir, config["base"])
+    raise ValueError(
+        f"{' and '.join(map(str, workflow.overwrite_configfiles))}: base {config['base']!r} "
+        + (
+            "is no whole configuration: put `standalone: true` in it"
+            if os.path.isfile(_base)
+            else f"does not exist (looked for {_base})"
+        )
+    )
+# the training settings and recipes of a configuration over a base, which a training job records, in the
+# schema's order rather than with the configuration's own keys first (calibft.config.in_schema_order)
+if "base" in config:
+    in_schema_order(config)
 
 # each model takes what its family shares (model_families); a config that does not match the schema stops
 # here, before any job, naming the file, the key and the fix

@@ -1,13 +1,16 @@
-"""Model families (calibft.config.resolve_model_families): what a model inherits, and what it overrides."""
+"""Model families (calibft.config.resolve_model_families): what a model inherits, and what it overrides; and a
+configuration over the base it names (calibft.config.read_config)."""
 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
+import pytest
 import yaml
 
-from calibft.config import merged, read_config, resolve_model_families
+from calibft.config import in_schema_order, merged, read_config, resolve_model_families
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,3 +84,26 @@ def test_the_paper_models_are_the_families_settings_written_out():
         }
     assert models["gpt_oss_20b"]["ssot_release_style"] == "gpt_oss" and "ssot_instruction" in models["gpt_oss_20b"]
     assert "ssot_instruction" not in models["qwen3_8b"]
+
+
+@pytest.mark.parametrize("name", ["demo", "smoke", "mini"])
+def test_a_cpu_configuration_reads_as_snakemake_merges_it_over_its_base(name):
+    """profiles/{name}/{name}.yaml extends profiles/cpu.yaml (`base:`): read_config gives what the Snakefile's
+    `configfile:` makes of it, the base under the --configfile, as snakemake.utils.update_config merges them, with
+    the training settings and recipes in the schema's order as rules/common.smk puts them."""
+    from snakemake.utils import update_config
+
+    overlay = yaml.safe_load((ROOT / "profiles" / name / f"{name}.yaml").read_text())
+    base = yaml.safe_load((ROOT / "profiles" / "cpu.yaml").read_text())
+    assert overlay["base"] == "profiles/cpu.yaml"
+    assert base["standalone"] is True and "base" not in base  # a whole configuration, that replaces config.yaml
+    assert "standalone" not in overlay  # standalone through its base
+    resolved = copy.deepcopy(overlay)
+    update_config(resolved, base)  # the main process: the --configfiles, then the base under them
+    update_config(resolved, overlay)
+    config = read_config(ROOT / "profiles" / name / f"{name}.yaml")
+    assert config == resolve_model_families(resolved)
+    workflow = in_schema_order(resolve_model_families(resolved))
+    assert json.dumps(config) == json.dumps(workflow)  # and in the same key order
+    assert list(config["training"])[:4] == ["lora", "learning_rate", "weight_decay", "warmup_fraction"]
+    assert list(config["recipes"]["hard"]) == ["objective", "space", "epochs", "samples_per_prompt", "max_steps"]

@@ -8,9 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-import yaml
 from snakemake.utils import validate
 
+from calibft.config import read_config
 from calibft.grid import prompts
 from calibft.io import read_job
 from calibft.jobs import (
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load(path: str, **protocol) -> dict:
-    """A config as the workflow sees it: validated, with the schema's defaults filled in."""
-    config = yaml.safe_load((REPO / path).read_text())
+    """A config as the workflow sees it: over its base, validated, with the schema's defaults filled in."""
+    config = read_config(REPO / path)
     if protocol:
         config = copy.deepcopy(config) | {"protocol": protocol}
     validate(config, str(REPO / "schemas" / "config.schema.yaml"))

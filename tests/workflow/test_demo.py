@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from calibft.artifacts.registry import ARTIFACTS, planned, where
+from calibft.config import read_config
 from calibft.granularity import read_costs
 from calibft.grid import prompts
 from calibft.io import read_jsonl
@@ -206,7 +207,7 @@ def test_demo_fine_tuning_diversifies_open_ended_answers(demo_data):
 
 
 MAGIC = {"png": b"\x89PNG", "pdf": b"%PDF"}
-DEMO_SPLITS = yaml.safe_load((REPO / "profiles/demo/demo.yaml").read_text())["evaluation"]["structured"]["splits"]
+DEMO_SPLITS = read_config(REPO / "profiles/demo/demo.yaml")["evaluation"]["structured"]["splits"]
 
 
 def test_demo_renders_every_table_and_figure_of_the_registry(demo_data):

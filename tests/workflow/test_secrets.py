@@ -23,6 +23,7 @@ from typing import ClassVar
 import pytest
 import yaml
 
+from calibft.config import read_config
 from tests.workflow.runner import REPO, snakemake
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -201,7 +202,7 @@ TARGETS = (
 def test_no_file_the_demo_writes_holds_the_token(tmp_path, fake_hub):
     workdir, hf_home = tmp_path / "demo", tmp_path / "hf_home"
     workdir.mkdir()
-    config = yaml.safe_load((REPO / "profiles" / "demo" / "demo.yaml").read_text())
+    config = read_config(REPO / "profiles" / "demo" / "demo.yaml")
     config["tiny_models"]["tiny"]["train_steps"] = 20
     evaluators = config["evaluation"]["noveltybench"]["evaluators"]
     evaluators["reward_model"] = {"hf_id": "fake-org/reward", "revision": "main"}  # rule evaluator_snapshot
