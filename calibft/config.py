@@ -44,30 +44,44 @@ def read_config(path: str | Path) -> dict:
     with its models resolved (`resolve_model_families`)."""
     config = yaml.safe_load(Path(path).read_text())
     if "base" in config:
-        config = in_schema_order(merged(yaml.safe_load((REPOSITORY / config["base"]).read_text()), config))
+        base = yaml.safe_load((REPOSITORY / config["base"]).read_text())
+        config = in_written_order(merged(base, config), base)
     return resolve_model_families(config)
 
 
-def in_schema_order(config: dict) -> dict:
-    """`config` with its training settings and each of its recipes in the order of the schema's properties, in
-    place; returns `config`. A training job records both, as JSON text, among its parameters; merged over a base,
-    a configuration has its own keys first (`merged`, as Snakemake merges), so without this a training setting
-    moved into the base would change the text, and Snakemake would rerun the job. config.yaml, and the CPU
-    configurations as they were before they shared profiles/cpu.yaml, list them in this order."""
-    properties = yaml.safe_load((REPOSITORY / SCHEMA).read_text())["properties"]
+def in_written_order(config: dict, base: dict) -> dict:
+    """`config`, a configuration merged over `base`, with the keys of every mapping in one order: the properties
+    that the schema declares there, in the schema's order, then the other keys (names of output spaces, recipes,
+    models) as `base` lists them, then those of the configuration alone. Snakemake merges a configuration's own
+    keys first; jobs record parts of the configuration as text (a training job its recipe, a table the names of
+    the recipes), so without this the order of a file's keys, not their values, would change a job's parameters
+    and Snakemake would rerun it. Returns a new dict."""
+    schema = yaml.safe_load((REPOSITORY / SCHEMA).read_text())
 
-    def ordered(mapping: dict, keys: list[str]) -> dict:
-        return {key: mapping[key] for key in keys if key in mapping} | {
-            key: value for key, value in mapping.items() if key not in keys
+    def resolved(node) -> dict:
+        while isinstance(node, dict) and "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]] | {k: v for k, v in node.items() if k != "$ref"}
+        return node if isinstance(node, dict) else {}
+
+    def ordered(value, node, base_value):
+        if not isinstance(value, dict):
+            return value
+        node = resolved(node)
+        declared = list(node.get("properties", {}))
+        listed = list(base_value) if isinstance(base_value, dict) else []
+        keys = [k for k in declared if k in value] + [k for k in listed if k in value and k not in declared]
+        keys += [k for k in value if k not in keys]
+        other = node.get("additionalProperties")
+        return {
+            key: ordered(
+                value[key],
+                node.get("properties", {}).get(key, other if isinstance(other, dict) else {}),
+                base_value.get(key) if isinstance(base_value, dict) else None,
+            )
+            for key in keys
         }
 
-    if isinstance(config.get("training"), dict):
-        config["training"] = ordered(config["training"], list(properties["training"]["properties"]))
-    recipe_keys = list(properties["recipes"]["additionalProperties"]["properties"])
-    for name, recipe in (config.get("recipes") or {}).items():
-        if isinstance(recipe, dict):
-            config["recipes"][name] = ordered(recipe, recipe_keys)
-    return config
+    return ordered(config, schema, base)
 
 
 def validate_config(config: dict, schema: str, source: str = "the config") -> None:

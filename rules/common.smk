@@ -6,6 +6,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
+
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
 # only), and shell commands find the `python` and `accelerate` that run Snakemake (a conda job's own
 # environment comes first). A job on a cluster node parses this file again and so sets the same paths.
@@ -32,7 +34,7 @@ from calibft.assets import (  # noqa: E402
 from calibft.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
-    in_schema_order,
+    in_written_order,
     resolve_model_families,
     tokenizer_source,
     validate_config,
@@ -83,10 +85,12 @@ if "base" in config and not config.get("standalone", False):
             else f"does not exist (looked for {_base})"
         )
     )
-# the training settings and recipes of a configuration over a base, which a training job records, in the
-# schema's order rather than with the configuration's own keys first (calibft.config.in_schema_order)
+# a configuration over a base, its keys in one order whichever file holds them (calibft.config.in_written_order)
 if "base" in config:
-    in_schema_order(config)
+    with open(os.path.join(workflow.basedir, config["base"])) as _base:
+        _ordered = in_written_order(config, yaml.safe_load(_base))
+    config.clear()
+    config.update(_ordered)
 
 # each model takes what its family shares (model_families); a config that does not match the schema stops
 # here, before any job, naming the file, the key and the fix

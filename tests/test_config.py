@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from calibft.config import in_schema_order, merged, read_config, resolve_model_families
+from calibft.config import in_written_order, merged, read_config, resolve_model_families
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def test_the_paper_models_are_the_families_settings_written_out():
 def test_a_cpu_configuration_reads_as_snakemake_merges_it_over_its_base(name):
     """profiles/{name}/{name}.yaml extends profiles/cpu.yaml (`base:`): read_config gives what the Snakefile's
     `configfile:` makes of it, the base under the --configfile, as snakemake.utils.update_config merges them, with
-    the training settings and recipes in the schema's order as rules/common.smk puts them."""
+    its keys in the order that rules/common.smk puts them in."""
     from snakemake.utils import update_config
 
     overlay = yaml.safe_load((ROOT / "profiles" / name / f"{name}.yaml").read_text())
@@ -103,7 +103,27 @@ def test_a_cpu_configuration_reads_as_snakemake_merges_it_over_its_base(name):
     update_config(resolved, overlay)
     config = read_config(ROOT / "profiles" / name / f"{name}.yaml")
     assert config == resolve_model_families(resolved)
-    workflow = in_schema_order(resolve_model_families(resolved))
+    workflow = in_written_order(resolve_model_families(resolved), base)
     assert json.dumps(config) == json.dumps(workflow)  # and in the same key order
     assert list(config["training"])[:4] == ["lora", "learning_rate", "weight_decay", "warmup_fraction"]
     assert list(config["recipes"]["hard"]) == ["objective", "space", "epochs", "samples_per_prompt", "max_steps"]
+
+
+def test_a_configuration_over_a_base_lists_the_schemas_keys_in_its_order_then_the_bases_then_its_own():
+    base = {"recipes": {"soft": {"space": "soft", "objective": "soft"}, "hard": {"objective": "hard"}}}
+    config = {  # as Snakemake merges it: the configuration's own keys first
+        "recipes": {
+            "mine": {"epochs": 1, "objective": "soft"},
+            "hard": {"max_steps": 2, "objective": "hard"},
+            "soft": base["recipes"]["soft"],
+        },
+        "training": {"max_seq_len": 64, "lora": {"r": 4}},
+        "seeds": [11],
+    }
+    ordered = in_written_order(config, base)
+    assert ordered == config
+    assert list(ordered) == ["seeds", "training", "recipes"]  # the schema's top-level order
+    assert list(ordered["training"]) == ["lora", "max_seq_len"]
+    assert list(ordered["recipes"]) == ["soft", "hard", "mine"]  # names: the base's, then the configuration's
+    assert list(ordered["recipes"]["hard"]) == ["objective", "max_steps"]
+    assert list(ordered["recipes"]["soft"]) == ["objective", "space"]
