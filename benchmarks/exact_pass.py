@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.tiny_model import add_model_arguments, benchmark_model
 from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.config import read_config
 from calibft.exact import NextToken, forwarded_tokens, value_probabilities
 from calibft.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
 from calibft.grid import evenly_spaced, prompts
@@ -124,7 +124,7 @@ def main() -> None:
     def mean(key: str) -> float:
         return float(statistics.mean(row[key] for row in rows if key in row))
 
-    models = yaml.safe_load((REPO / "config.yaml").read_text())["models"]
+    models = read_config(REPO / "config.yaml")["models"]
     tera = 1e12
     projected = {
         name: {

@@ -58,7 +58,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -70,6 +69,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Gemma3ForConditionalG
 from benchmarks.sampling import plain_generate
 from calibft import memory
 from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.config import read_config
 from calibft.exact import NextToken, forwarded_tokens, value_probabilities
 from calibft.generation import SamplingSettings, sample, stop_token_ids
 from calibft.grid import evenly_spaced, prompts
@@ -80,7 +80,7 @@ from calibft.output_space import SpaceSet, spaces_for_prompts
 from calibft.packaged_tokenizers import load_packaged_tokenizer
 from calibft.trie import TrieSet, trie_set_for_spaces
 
-CONFIG = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())
+CONFIG = read_config(Path(__file__).resolve().parents[1] / "config.yaml")
 CPU_TINY_NOTE = "cpu-tiny: no CUDA device; the figures check the script, not a GPU"
 
 # The full-size models, smallest first: each from its checkpoint's published config.json (reference/checkpoints/);

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from calibft.artifacts.registry import where  # noqa: E402
+from calibft.config import read_config  # noqa: E402
 from calibft.cpu import AVX2_FEATURE_SET  # noqa: E402
 
 FEATURE_SETS = {"native": {}, "avx2": AVX2_FEATURE_SET}
@@ -55,9 +56,11 @@ CLAIMS = {
 
 
 def profile_config(profile: str) -> dict:
-    """The config that `snakemake --profile profiles/PROFILE` runs with."""
+    """The config that `snakemake --profile profiles/PROFILE` runs with, over its base (a whole configuration)."""
     settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
-    return yaml.safe_load((REPO / settings["configfile"]).read_text())
+    config = read_config(REPO / settings["configfile"])
+    config.pop("base", None)  # applied: the file this writes stands alone
+    return config
 
 
 def run_config(config: dict, seed: int, max_steps: int | None) -> dict:
