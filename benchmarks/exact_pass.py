@@ -1,4 +1,4 @@
-"""Benchmark of the exact pass (`calibft.exact`) against 1,000 sampled answers: tokens forwarded and seconds per
+"""Benchmark of the exact pass (`calibft.lm.trie_walk`) against 1,000 sampled answers: tokens forwarded and seconds per
 prompt, projected to the paper's models.
 
     python benchmarks/exact_pass.py [--model PATH] [--prompts 6] [--answers 1000] [--plain-prompts 1]
@@ -34,14 +34,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.tiny_model import add_model_arguments, benchmark_model
-from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.config import read_config
-from calibft.exact import NextToken, forwarded_tokens, value_probabilities
-from calibft.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
-from calibft.grid import evenly_spaced, prompts
-from calibft.models import load_model, load_tokenizer
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import Trie, trie_set_for_spaces
+from calibft.data.grid import evenly_spaced, prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import Trie, trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
+from calibft.pipeline.config import read_config
 
 REPO = Path(__file__).resolve().parents[1]
 CHAT = {"template_kwargs": {"enable_thinking": False}}

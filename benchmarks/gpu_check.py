@@ -20,12 +20,12 @@ for its vocabulary: the figures then check the script, not a GPU. First, once:
 
 Then for each model, smallest first, until `--budget-s` seconds have passed (later ones are skipped):
 
-- sampling: `calibft.generation.sample` draws `--answers` answers to one training prompt in decode batches
+- sampling: `calibft.lm.generation.sample` draws `--answers` answers to one training prompt in decode batches
   of the structured evaluation's `batch_size` (config.yaml), against `model.generate` on the prompt repeated
   `--plain-batch` times (the authors' way), `--plain-answers` answers; answers per second of each, and the
   peak GPU memory of the engine's run. Random weights rarely stop early, so answers run to
   `--max-new-tokens`: the most a real model's sampling costs.
-- exact: the exact structured evaluation's pass (`calibft.exact.value_probabilities` with the sampling settings
+- exact: the exact structured evaluation's pass (`calibft.lm.trie_walk.value_probabilities` with the sampling settings
   and stop ids in force, as `calibft.evals.exact_structured.run` calls it) over `--exact-space` for
   `--exact-prompts` prompts of the evaluation's first split; seconds per prompt, tokens forwarded, peak memory
   and each prompt's total probability on the space (at most 1).
@@ -37,7 +37,7 @@ Then for each model, smallest first, until `--budget-s` seconds have passed (lat
 
 At full size, token ids come from the Qwen3 tokenizer (the packaged one) for every model, and every model ends an
 answer with its EOS: the cost is set by the shapes, not by which ids are fed. A part that runs out of GPU memory
-is recorded as such and the next one runs. Each model's measured peaks are set against what `calibft.memory`
+is recorded as such and the next one runs. Each model's measured peaks are set against what `calibft.pipeline.memory`
 estimates for the same batches on the meta device (`estimated_peak_gb`: tensors only, as
 `torch.cuda.max_memory_allocated` counts them), the check of docs/cluster.md's memory table. Prints one JSON line
 per stage; writes
@@ -67,18 +67,18 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, Gemma3ForConditionalGeneration, PretrainedConfig
 
 from benchmarks.sampling import plain_generate
-from calibft import memory
-from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.config import read_config
-from calibft.exact import NextToken, forwarded_tokens, value_probabilities
-from calibft.generation import SamplingSettings, sample, stop_token_ids
-from calibft.grid import evenly_spaced, prompts
-from calibft.io import atomic_path, write_json
-from calibft.models import attach_lora
-from calibft.objectives import hard_batch_loss, soft_batch_loss
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.packaged_tokenizers import load_packaged_tokenizer
-from calibft.trie import TrieSet, trie_set_for_spaces
+from calibft.core.io import atomic_path, write_json
+from calibft.data.grid import evenly_spaced, prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import TrieSet, trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.generation import SamplingSettings, sample, stop_token_ids
+from calibft.lm.models import attach_lora
+from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
+from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
+from calibft.pipeline import memory
+from calibft.pipeline.config import read_config
+from calibft.training.objectives import hard_batch_loss, soft_batch_loss
 
 CONFIG = read_config(Path(__file__).resolve().parents[1] / "config.yaml")
 CPU_TINY_NOTE = "cpu-tiny: no CUDA device; the figures check the script, not a GPU"
@@ -424,7 +424,7 @@ def consistency_figures(tokenizer, prompt_ids: list[list[int]], cuda: bool, args
 
 
 def estimated_peaks(config: PretrainedConfig, data, exact_inputs: ExactInputs, args) -> dict:
-    """GB of tensors that `calibft.memory` estimates for this check's own batches on one GPU (the weights, the
+    """GB of tensors that `calibft.pipeline.memory` estimates for this check's own batches on one GPU (the weights, the
     batch's peak on the meta device and, in training, the LoRA gradients and AdamW's two states; no allowance),
     to set against the measured peaks (`torch.cuda.max_memory_allocated`)."""
     tokenizer, spaces, tries, prompt_ids = data
@@ -549,8 +549,8 @@ def markdown(report: dict) -> str:
     parts += (("soft", "training", "soft_peak_gb"), ("hard", "training", "hard_peak_gb"))
     lines += [
         "",
-        "Peak memory measured against `calibft.memory`'s estimate of the same batches on the meta device (tensors "
-        "only, weights included):",
+        "Peak memory measured against `calibft.pipeline.memory`'s estimate of the same batches on the meta device "
+        "(tensors only, weights included):",
         "",
         "| model | " + " | ".join(f"{name}: measured / estimated" for name, _, _ in parts) + " |",
         "| --- |" + " ---: |" * len(parts),

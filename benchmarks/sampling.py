@@ -5,7 +5,7 @@
 Both draw `--answers` answers to one training prompt of the tiny model with pure sampling (temperature 1,
 top_p 1, no top-k) and at most `--max-new-tokens` new tokens. Plain is the authors' setting: `model.generate`
 on the prompt repeated `--plain-batch` times per call (a smaller last call makes the count exact). The engine
-is `calibft.generation.sample`: one prefill, then decode batches of `--batch-size` answers. Each side runs once
+is `calibft.lm.generation.sample`: one prefill, then decode batches of `--batch-size` answers. Each side runs once
 untimed, then `--repeats` timed times; the medians are reported. The model is `benchmarks/tiny_model.py`'s.
 Runs on the GPU when there is one.
 Prints one JSON line; answers/s are `--answers` over the median seconds.
@@ -27,10 +27,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.tiny_model import add_model_arguments, benchmark_model
-from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.generation import SamplingSettings, sample, stop_token_ids
-from calibft.grid import prompts
-from calibft.models import load_model, load_tokenizer
+from calibft.data.grid import prompts
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.generation import SamplingSettings, sample, stop_token_ids
+from calibft.lm.models import load_model, load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 

@@ -11,7 +11,7 @@ baseline and of the ablations; with --every-table, also every other evaluation a
 recorded reference's tolerances come from these tables, docs/reproduction.md). The
 seed is the config's one `seeds` entry and, for a model that the workflow initializes (one listed under `tiny_models`),
 that model's seed; a step cap sets `max_steps` of every recipe (without --max-steps, the config's own caps).
-`native` runs with the CPU's own kernels; `avx2` emulates a CPU without AVX-512 (calibft.cpu.AVX2_FEATURE_SET).
+`native` runs with the CPU's own kernels; `avx2` emulates a CPU without AVX-512 (calibft.core.cpu.AVX2_FEATURE_SET).
 A folder whose results are complete is only checked by Snakemake, so a sweep can be extended run by run.
 
 Prints one JSON line: every run's figures, their ranges over the runs, and for each outcome that the demo's
@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from calibft.artifacts.registry import where  # noqa: E402
-from calibft.config import read_config  # noqa: E402
-from calibft.cpu import AVX2_FEATURE_SET  # noqa: E402
+from calibft.core.cpu import AVX2_FEATURE_SET  # noqa: E402
+from calibft.pipeline.config import read_config  # noqa: E402
 
 FEATURE_SETS = {"native": {}, "avx2": AVX2_FEATURE_SET}
 RECIPES = ("soft", "hard")

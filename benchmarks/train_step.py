@@ -4,7 +4,7 @@
 
 All three steps train the same LoRA model on batches of the same shape: 8 training prompts in the tiny
 model's chat format, each followed by a canonical answer. The soft step samples trie paths and computes
-the trie KL (`calibft.objectives.soft_batch_loss`); the hard step samples and tokenizes canonical strings and
+the trie KL (`calibft.training.objectives.soft_batch_loss`); the hard step samples and tokenizes canonical strings and
 computes the completion cross-entropy (`hard_batch_loss`); the plain step is the usual
 `model(input_ids, labels=...)` cross-entropy over the same sequences, logits over every position. The
 model is a randomly initialized Qwen3 of the given size (the vocabulary sets the cost of the LM head, as
@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import trie_set_for_spaces
 from calibft.demo.tiny_model import train_tokenizer, training_chats
-from calibft.grid import prompts
-from calibft.models import attach_lora
-from calibft.objectives import hard_batch_loss, make_batch, soft_batch_loss
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.models import attach_lora
+from calibft.training.objectives import hard_batch_loss, make_batch, soft_batch_loss
 
 LORA = {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 

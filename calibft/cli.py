@@ -9,13 +9,15 @@ import os
 import sys
 from pathlib import Path
 
-from calibft import cpu, memory, plan, reference, reproduction
+from calibft.artifacts import reference, reproduction
 from calibft.artifacts.registry import ARTIFACTS
-from calibft.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
-from calibft.config import read_config
+from calibft.core import cpu
+from calibft.data.grid import SPLITS, prompts, select
+from calibft.data.output_space import spaces_for_prompts
 from calibft.evals import gpirt
-from calibft.grid import SPLITS, prompts, select
-from calibft.output_space import spaces_for_prompts
+from calibft.pipeline import memory, plan
+from calibft.pipeline.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
+from calibft.pipeline.config import read_config
 
 
 def _space_args(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="your own parameters pickle in tinyBenchmarks.pkl's structure, not verified against the upstream file",
     )
-    cmd.add_argument("--task", required=True, choices=list(gpirt.TASKS))
+    cmd.add_argument("--task", required=True, choices=list(gpirt.PARAMS_ENTRIES))
     cmd.add_argument("--scores", required=True, help="JSON list of the 100 item scores in dataset row order")
     cmd = commands.add_parser(
         "gpu-hours",
@@ -62,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         "--as-avx2",
         nargs=argparse.REMAINDER,
         metavar="COMMAND",
-        help="run COMMAND with the AVX2 feature set of calibft.cpu (for example: calibft cpu --as-avx2 make test)",
+        help="run COMMAND with the AVX2 feature set of calibft.core.cpu (for example: calibft cpu --as-avx2 make test)",
     )
     cmd = commands.add_parser(
         "reference", help="the paper's printed numbers as CSV, from its LaTeX tables (reference/paper_tables.tex)"
@@ -112,8 +114,8 @@ def _space(args: argparse.Namespace) -> None:
 
 
 def _trie(args: argparse.Namespace) -> None:
-    from calibft.models import load_tokenizer
-    from calibft.trie import trie_of_space
+    from calibft.data.trie import trie_of_space
+    from calibft.lm.models import load_tokenizer
 
     chosen = select(prompts(args.split), [args.id])
     space = spaces_for_prompts(chosen, args.decimals, args.max_bins)[0]

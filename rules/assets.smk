@@ -1,4 +1,4 @@
-# Downloads from pinned URLs, checked against their sha256 or git blob id (calibft.assets) and cached under
+# Downloads from pinned URLs, checked against their sha256 or git blob id (calibft.pipeline.assets) and cached under
 # resources/; Hugging Face snapshots and datasets at a commit (a branch through resources/locks/), each file
 # checked against it. They are local rules: on a cluster they run where Snakemake runs (a login node), which
 # is where the network is.

@@ -22,16 +22,16 @@ os.environ.update(
 )
 
 # Importing calibft sets NPY_DISABLE_CPU_FEATURES, which every job inherits: the jobs compute with the numpy
-# kernels of every x86-64 CPU, whatever the node (calibft.cpu). None of these modules imports torch.
+# kernels of every x86-64 CPU, whatever the node (calibft.core.cpu). None of these modules imports torch.
 from calibft.artifacts import inputs  # noqa: E402
 from calibft.artifacts.registry import ARTIFACTS, artifact, planned  # noqa: E402
-from calibft.assets import (  # noqa: E402
+from calibft.pipeline.assets import (  # noqa: E402
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,
     SSOT_PROMPTS,
     TINYBENCHMARKS_PARAMS,
 )
-from calibft.config import (  # noqa: E402
+from calibft.pipeline.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
     in_written_order,
@@ -39,9 +39,9 @@ from calibft.config import (  # noqa: E402
     tokenizer_source,
     validate_config,
 )
-from calibft.evals.tinybench_tasks import TASKS as TINYBENCH_TASKS  # noqa: E402
-from calibft.grid import SPLITS  # noqa: E402
-from calibft.jobs import (  # noqa: E402
+from calibft.evals.tinybench_tasks import TINYBENCH_TASKS  # noqa: E402
+from calibft.data.grid import SPLITS  # noqa: E402
+from calibft.pipeline.jobs import (  # noqa: E402
     ExactJob,
     GenerationJob,
     MCQJob,
@@ -53,10 +53,10 @@ from calibft.jobs import (  # noqa: E402
     TrainJob,
     training_processes,
 )
-from calibft.layout import Layout  # noqa: E402
-from calibft.protocol import protocol_name  # noqa: E402
-from calibft.reference import compared_rows, read_csv_file  # noqa: E402
-from calibft.slurm_states import watch_ended_jobs  # noqa: E402
+from calibft.pipeline.layout import Layout  # noqa: E402
+from calibft.core.protocol import protocol_name  # noqa: E402
+from calibft.artifacts.reference import compared_rows, read_csv_file  # noqa: E402
+from calibft.pipeline.slurm_states import watch_ended_jobs  # noqa: E402
 
 # The slurm executor plugin would wait forever on a job that was cancelled, or preempted and not requeued: such a
 # job is reported as failed instead, so that Snakemake resubmits it (`retries`) or stops with what happened.
@@ -85,7 +85,8 @@ if "base" in config and not config.get("standalone", False):
             else f"does not exist (looked for {_base})"
         )
     )
-# a configuration over a base, its keys in one order whichever file holds them (calibft.config.in_written_order)
+# a configuration over a base, its keys in one order whichever file holds them
+# (calibft.pipeline.config.in_written_order)
 if "base" in config:
     with open(os.path.join(workflow.basedir, config["base"])) as _base:
         _ordered = in_written_order(config, yaml.safe_load(_base))
@@ -103,7 +104,7 @@ validate_config(
 check_config(config)
 
 # ---------------------------------------------------------------------------------------------------------
-# Where things go (calibft.layout). Adapters, evaluations, tables and figures of a protocol (calibft.protocol)
+# Where things go (calibft.pipeline.layout). Adapters, evaluations, tables and figures of a protocol (calibft.core.protocol)
 # go under its own root (`results/` for release), its logs under logs/ or logs/protocols/{name}/; the data
 # layer is shared. Every checkpoint and tokenizer given by a Hugging Face id, with its revision, is
 # snapshotted once under resources/hf/models/ (rule checkpoint_snapshot) and every job loads it from there.
@@ -260,7 +261,7 @@ def checkpoint_entry(wildcards):
 
 
 def job_params(build):
-    """A rule's `job` param: the job that `build` (a `from_config` of calibft.jobs) makes of the config and
+    """A rule's `job` param: the job that `build` (a `from_config` of calibft.pipeline.jobs) makes of the config and
     the wildcards, as JSON. A function of the wildcards only, so that Snakemake records the resolved job
     and reruns the job when the config changes it (a function of input or output is not recorded).
     """
@@ -398,7 +399,7 @@ def tinybench_inputs(wildcards):
 
 
 def tinybench_dataset(wildcards):
-    """The task's dataset split (calibft.assets.HubDataset fields), at the configured revision."""
+    """The task's dataset split (calibft.pipeline.assets.HubDataset fields), at the configured revision."""
     task = TINYBENCH_TASKS[wildcards.tb_task]
     return {
         "path": task.dataset,
@@ -417,7 +418,7 @@ def paloma_files(wildcards):
 
 
 def paloma_dataset(wildcards):
-    """A PALOMA slice (calibft.assets.HubDataset fields): gated."""
+    """A PALOMA slice (calibft.pipeline.assets.HubDataset fields): gated."""
     return {
         "path": "allenai/paloma",
         "name": wildcards.paloma_slice,
@@ -465,7 +466,7 @@ def seed_eval_outputs(layout):
 
 # ---------------------------------------------------------------------------------------------------------
 # The paper's tables and figures (calibft.artifacts.registry): rules table and figure render one row each,
-# reading what calibft.artifacts.inputs gives it.
+# reading what calibft.pipeline.artifact_inputs gives it.
 
 
 def artifact_names(kind):
@@ -517,7 +518,7 @@ def structured_outputs():
     return adapters + metrics + artifact_files(structured_only=True)
 
 
-# The reproduction report (calibft.reproduction): each compared table against the configured reference.
+# The reproduction report (calibft.artifacts.reproduction): each compared table against the configured reference.
 REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
 REFERENCE_CELLS = read_csv_file(REFERENCE)
 REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)

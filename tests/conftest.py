@@ -1,4 +1,4 @@
-# calibft first: importing it turns numpy's AVX-512 kernels off before numpy is imported (calibft.cpu), so the
+# calibft first: importing it turns numpy's AVX-512 kernels off before numpy is imported (calibft.core.cpu), so the
 # tests, and the workflows they run, compute with the kernels of every x86-64 CPU
 import calibft  # noqa: F401, I001
 
@@ -9,8 +9,8 @@ import pytest
 from tokenizers import Tokenizer, models, trainers
 from transformers import PreTrainedTokenizerFast
 
-from calibft.grid import prompts
-from calibft.output_space import build_output_space
+from calibft.data.grid import prompts
+from calibft.data.output_space import build_output_space
 
 
 def _number_corpus() -> list[str]:

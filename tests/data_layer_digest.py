@@ -16,12 +16,12 @@ import json
 
 import numpy as np
 
-from calibft.cpu import kernels
+from calibft.core.cpu import kernels
 from calibft.evals.structured import sample_records, score
-from calibft.grid import GEOMSPACE, prompts
-from calibft.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.grid import GEOMSPACE, prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.demo.tiny_model import TinyModelSettings, train_tokenizer, training_chats
-from calibft.trie import trie_set_for_spaces
+from calibft.data.trie import trie_set_for_spaces
 
 SPACES = {
     "train_d5_b1001": ("train", 5, 1001),

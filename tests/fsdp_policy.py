@@ -16,7 +16,15 @@ def launcher_fsdp_env() -> dict[str, str]:
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_multi_gpu_env
 
-    argv = ["--config_file", str(ROOT / "launch/fsdp.yaml"), "--num_processes", "4", "-m", "calibft.train", "x"]
+    argv = [
+        "--config_file",
+        str(ROOT / "launch/fsdp.yaml"),
+        "--num_processes",
+        "4",
+        "-m",
+        "calibft.training.train",
+        "x",
+    ]
     args, _, _ = _validate_launch_command(launch_command_parser().parse_args(argv))
     env = prepare_multi_gpu_env(args)
     return {key: value for key, value in env.items() if key.startswith("FSDP_") or key == "ACCELERATE_USE_FSDP"}

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from calibft.families import FAMILIES
+from calibft.data.families import FAMILIES
 
 
 def reference_space(family_id: str, params: dict, decimals: int, max_bins: int) -> tuple[list[str], list[float]]:

@@ -31,10 +31,10 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import CONFIG_MAPPING, PreTrainedTokenizerFast
 
-from calibft.config import read_config
-from calibft.generation import decode, stop_token_ids
-from calibft.models import attach_lora, load_for_inference, load_model, load_tokenizer, padding_id
-from calibft.objectives import completion_cross_entropy, completion_logits, make_batch
+from calibft.lm.generation import decode, stop_token_ids
+from calibft.lm.models import attach_lora, load_for_inference, load_model, load_tokenizer, padding_id
+from calibft.pipeline.config import read_config
+from calibft.training.objectives import completion_cross_entropy, completion_logits, make_batch
 from tests.fsdp_policy import wrap_policy, wrapped_modules
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -491,7 +491,7 @@ def test_stop_tokens_come_from_the_generation_config_and_tokenizer(folders, tmp_
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_decoding_past_the_sliding_window_matches_recomputation(folders, name):
-    """`calibft.generation.decode` with a copied, repeated and shrunk cache: every step's logits equal those of a
+    """`calibft.lm.generation.decode` with a copied, repeated and shrunk cache: every step's logits equal those of a
     cache-free forward over the prompt and the tokens so far (prompt of 6 and up to 5 new tokens: a window of 4)."""
     mini, folder = MINIATURES[name], folders[name]
     model = load_for_inference(folder, "bf16")
@@ -521,8 +521,8 @@ import json, sys
 import torch, torch.distributed as dist
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from accelerate.utils import FullyShardedDataParallelPlugin
-from calibft.models import attach_lora, load_model
-from calibft.objectives import completion_cross_entropy, completion_logits, make_batch
+from calibft.lm.models import attach_lora, load_model
+from calibft.training.objectives import completion_cross_entropy, completion_logits, make_batch
 import numpy as np
 
 rank, store, lora, folders = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from calibft.assets import (
+from calibft.evals import gpirt
+from calibft.pipeline.assets import (
     NOVELTYBENCH_COMMIT,
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,
@@ -25,7 +26,6 @@ from calibft.assets import (
     sha256_of,
     verify_snapshot,
 )
-from calibft.evals import gpirt
 from tests.pickles import assert_plain_pickle_runs_it, touching_pickle
 
 CONTENT = b'["Name a random city. Output ONLY the answer."]\n'
@@ -210,7 +210,7 @@ def test_export_dataset_writes_rows_in_order_at_the_resolved_commit(tmp_path, mo
     import datasets
     from huggingface_hub import HfApi
 
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     calls, rows = [], [{"question": "1 + 1?", "answer": "2"}, {"question": "Été?", "answer": "3"}]
     monkeypatch.setattr(datasets, "load_dataset_builder", _fake_builder(calls, rows))
@@ -224,7 +224,7 @@ def test_export_dataset_writes_rows_in_order_at_the_resolved_commit(tmp_path, mo
 
 
 def test_a_gated_dataset_without_a_token_names_the_terms_to_accept(tmp_path, monkeypatch):
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token stored by `hf auth login` either
@@ -250,7 +250,7 @@ def test_a_token_without_access_to_a_gated_dataset_names_the_terms_to_accept(tmp
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError
 
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     def refused(path, name, revision, token):
         try:
@@ -271,7 +271,7 @@ def test_a_token_without_access_to_a_gated_dataset_names_the_terms_to_accept(tmp
 def test_an_unreachable_hub_says_how_to_export_the_dataset_elsewhere(tmp_path, monkeypatch):
     from huggingface_hub import HfApi
 
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     def offline(self, path, revision, token):
         raise ConnectionError("[Errno -2] Name or service not known")
@@ -291,7 +291,7 @@ def test_export_dataset_locks_the_branch_and_keeps_its_commit_when_it_moves(tmp_
     import datasets
     from huggingface_hub import HfApi
 
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     upstream, downloads = {"sha": "a" * 40}, []
 
@@ -327,8 +327,8 @@ def test_a_corrupt_lock_stops_the_export_and_names_the_file(tmp_path, monkeypatc
     import datasets
     from huggingface_hub import HfApi
 
-    from calibft.assets import HubDataset, export_dataset
-    from calibft.locks import LockError
+    from calibft.pipeline.assets import HubDataset, export_dataset
+    from calibft.pipeline.locks import LockError
 
     downloads = []
     monkeypatch.setattr(datasets, "load_dataset_builder", _fake_builder(downloads))
@@ -347,7 +347,7 @@ def test_snapshot_downloads_the_locked_commit(tmp_path, monkeypatch):
     import huggingface_hub
     from huggingface_hub import HfApi
 
-    from calibft.assets import snapshot
+    from calibft.pipeline.assets import snapshot
 
     upstream, downloads = {"sha": "c" * 40}, []
 
@@ -487,7 +487,7 @@ def test_a_snapshot_download_of_another_commit_stops_the_rule(tmp_path, monkeypa
     import huggingface_hub
     from huggingface_hub import HfApi
 
-    from calibft.assets import snapshot
+    from calibft.pipeline.assets import snapshot
 
     monkeypatch.setattr(HfApi, "model_info", lambda self, repo_id, revision: _Info())
     monkeypatch.setattr(  # the hub serves files of another commit than the locked one
@@ -503,7 +503,7 @@ def test_a_dataset_read_at_another_commit_stops_the_export(tmp_path, monkeypatch
     import datasets
     from huggingface_hub import HfApi
 
-    from calibft.assets import HubDataset, export_dataset
+    from calibft.pipeline.assets import HubDataset, export_dataset
 
     calls = []
     monkeypatch.setattr(datasets, "load_dataset_builder", _fake_builder(calls, resolved="f" * 40))

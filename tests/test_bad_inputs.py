@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import yaml
 
-import calibft.io
-from calibft.config import read_config
-from calibft.grid import prompts, read_prompts
-from calibft.io import load_npz, read_jsonl, save_npz, write_json, write_jsonl
-from calibft.output_space import SpaceSet, spaces_for_prompts
+import calibft.core.io
+from calibft.core.io import load_npz, read_jsonl, save_npz, write_json, write_jsonl
+from calibft.data.grid import prompts, read_prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.pipeline.config import read_config
 
 REPO = Path(__file__).resolve().parents[1]
 REMAKE = r"if the workflow made it, delete it and rerun the rule that makes it \(snakemake --cores 1 "
@@ -57,7 +57,7 @@ def space_file(tmp_path_factory) -> Path:
 )
 @pytest.mark.parametrize("loader", ["space", "trie"])
 def test_a_damaged_npz_names_the_file_and_the_rule_to_rerun(space_file, tmp_path, damage, reason, loader):
-    from calibft.trie import TrieSet
+    from calibft.data.trie import TrieSet
 
     path = tmp_path / ("space.npz" if loader == "space" else "tries.npz")
     path.write_bytes(damage(space_file.read_bytes()))
@@ -69,7 +69,7 @@ def test_a_damaged_npz_names_the_file_and_the_rule_to_rerun(space_file, tmp_path
 
 
 def test_an_npz_without_the_arrays_of_a_trie_set_names_them(space_file, tmp_path):
-    from calibft.trie import TrieSet
+    from calibft.data.trie import TrieSet
 
     path = tmp_path / "tries.npz"
     path.write_bytes(space_file.read_bytes())  # an output space where a trie set belongs
@@ -135,7 +135,7 @@ def test_a_truncated_samples_gz_names_the_file_and_how_far_it_read(tmp_path, dam
 
 
 def test_a_model_without_a_tokenizer_fails_schema_validation_naming_the_key_and_the_choices():
-    from calibft.config import validate_config
+    from calibft.pipeline.config import validate_config
 
     config = read_config(REPO / "config.yaml")
     model = next(iter(config["models"]))
@@ -170,7 +170,7 @@ def test_the_workflow_stops_on_a_model_without_a_tokenizer_before_any_job(tmp_pa
 
 def test_an_adapter_of_another_base_model_is_refused_naming_both(tmp_path):
     from calibft.demo.tiny_model import build_tiny_model
-    from calibft.models import attach_lora, load_for_inference, load_model
+    from calibft.lm.models import attach_lora, load_for_inference, load_model
 
     base = build_tiny_model(tmp_path / "base", train_steps=0)
     lora = yaml.safe_load((REPO / "config.yaml").read_text())["training"]["lora"]
@@ -189,7 +189,7 @@ def test_an_adapter_of_another_base_model_is_refused_naming_both(tmp_path):
 
 
 def test_a_hub_id_and_its_snapshot_folder_are_the_same_base_model(tmp_path):
-    from calibft.models import check_adapter_base
+    from calibft.lm.models import check_adapter_base
 
     (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen3-0.6B"}))
     check_adapter_base(tmp_path, "resources/hf/models/Qwen/Qwen3-0.6B")
@@ -238,7 +238,7 @@ def _snapshot(folder: Path, files: dict[str, str]) -> None:
 
 
 def test_an_evaluator_snapshot_missing_a_file_names_it_and_the_fetch(tmp_path):
-    from calibft.models import load_classifier, load_tokenizer
+    from calibft.lm.models import load_classifier, load_tokenizer
 
     folder = tmp_path / "resources" / "hf" / "classifier"
     _snapshot(folder, {"config.json": "{}", "model.safetensors": "", "tokenizer.json": "{}"})
@@ -256,7 +256,7 @@ def test_an_evaluator_snapshot_missing_a_file_names_it_and_the_fetch(tmp_path):
 
 
 def test_a_classifier_folder_without_config_names_the_folder_and_the_fix(tmp_path):
-    from calibft.models import load_classifier
+    from calibft.lm.models import load_classifier
 
     with pytest.raises(FileNotFoundError, match=rf"cannot load a classifier from '{tmp_path}' .*delete it and fetch"):
         load_classifier(tmp_path, "fp32")
@@ -266,7 +266,7 @@ def test_a_classifier_folder_without_config_names_the_folder_and_the_fix(tmp_pat
 
 
 def _disk_fills_up(monkeypatch, after: int = 0) -> None:
-    """Every file calibft.io opens for writing takes `after` bytes, then the disk is full."""
+    """Every file calibft.core.io opens for writing takes `after` bytes, then the disk is full."""
     real_open = builtins.open
 
     class Full:
@@ -292,7 +292,7 @@ def _disk_fills_up(monkeypatch, after: int = 0) -> None:
         f = real_open(file, mode, *args, **kwargs)
         return Full(f) if any(m in mode for m in "wax") else f
 
-    monkeypatch.setattr(calibft.io, "open", opener, raising=False)
+    monkeypatch.setattr(calibft.core.io, "open", opener, raising=False)
 
 
 @pytest.mark.parametrize("kind", ["json", "jsonl.gz", "npz"])
@@ -314,7 +314,7 @@ def test_a_full_disk_keeps_the_previous_output_and_says_where(monkeypatch, tmp_p
 
 
 def test_a_full_disk_while_building_a_folder_keeps_the_previous_folder(monkeypatch, tmp_path):
-    from calibft.io import atomic_folder
+    from calibft.core.io import atomic_folder
 
     folder = tmp_path / "tables"
     with atomic_folder(folder) as built:
@@ -340,7 +340,7 @@ def test_a_full_disk_while_building_a_folder_keeps_the_previous_folder(monkeypat
     ids=["extra-field", "short-row", "not-a-number"],
 )
 def test_a_malformed_reference_row_names_the_file_and_the_line(edit, problem):
-    from calibft.reference import read_csv
+    from calibft.artifacts.reference import read_csv
 
     lines = (REPO / "reference" / "paper.csv").read_text().splitlines()
     lines[5] = edit(lines[5])
@@ -349,7 +349,7 @@ def test_a_malformed_reference_row_names_the_file_and_the_line(edit, problem):
 
 
 def test_a_reference_csv_without_its_header_names_the_missing_columns():
-    from calibft.reference import read_csv
+    from calibft.artifacts.reference import read_csv
 
     with pytest.raises(ValueError, match=r"mine\.csv, line 1: the header lacks the columns .*tolerance, bold; fix"):
         list(read_csv("artifact,panel,block,row,column,printed,value\nx,,,r,c,1,1\n", "mine.csv"))

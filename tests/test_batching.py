@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibft.batching import balanced_order, batches, epoch_items, shard, steps_per_epoch
-from calibft.grid import prompts
+from calibft.data.grid import prompts
+from calibft.training.batching import balanced_order, batches, epoch_items, shard, steps_per_epoch
 
 AUTHORS = json.loads((Path(__file__).parent / "fixtures" / "authors_balanced_order_seed11.json").read_text())
 FAMILIES = [p.family for p in prompts("train")]

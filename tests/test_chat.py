@@ -17,7 +17,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from calibft.chat import (
+from calibft.data.trie import tokenize_values
+from calibft.lm.chat import (
     ChatOptions,
     chat_prompt_ids,
     decode_output,
@@ -25,7 +26,6 @@ from calibft.chat import (
     format_prompt,
     strip_reasoning,
 )
-from calibft.trie import tokenize_values
 
 USER = "Sample one value from a Normal distribution with mean 0 and standard deviation 1."
 SYSTEM = "Answer with one number."

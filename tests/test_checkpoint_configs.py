@@ -18,7 +18,7 @@ import transformers
 import yaml
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from calibft.config import read_config
+from calibft.pipeline.config import read_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = ROOT / "reference" / "checkpoints"
@@ -150,7 +150,7 @@ def _counted_as_published(config: dict, parameters: int) -> int:
 
 @pytest.mark.parametrize("key", sorted(MODELS))
 def test_the_recorded_config_builds_a_model_of_the_published_size(key):
-    from calibft import memory
+    from calibft.pipeline import memory
 
     config = json.loads((CHECKPOINTS / key / "config.json").read_text())
     parameters = sum(p.numel() for p in memory.meta_model(config).parameters())

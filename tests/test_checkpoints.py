@@ -1,7 +1,7 @@
 import os
 from dataclasses import dataclass
 
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, folder_fingerprint, per_prompt
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, folder_fingerprint, per_prompt
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from calibft.cli import main
-from calibft.grid import prompts
-from calibft.output_space import build_output_space
+from calibft.data.grid import prompts
+from calibft.data.output_space import build_output_space
 
 
 def run(capsys, *argv: str) -> tuple[int, list[dict], str]:

@@ -1,11 +1,11 @@
-"""The compute report (calibft.compute) on job timings written as Snakemake writes them."""
+"""The compute report (calibft.artifacts.compute) on job timings written as Snakemake writes them."""
 
 import math
 
 import pytest
 
-from calibft.compute import compute_table, stage_costs
-from calibft.reference import ReferenceCell
+from calibft.artifacts.compute import compute_table, stage_costs
+from calibft.artifacts.reference import ReferenceCell
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 

@@ -1,5 +1,5 @@
-"""Model families (calibft.config.resolve_model_families): what a model inherits, and what it overrides; and a
-configuration over the base it names (calibft.config.read_config)."""
+"""Model families (calibft.pipeline.config.resolve_model_families): what a model inherits, and what it overrides; and a
+configuration over the base it names (calibft.pipeline.config.read_config)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from calibft.config import in_written_order, merged, read_config, resolve_model_families
+from calibft.pipeline.config import in_written_order, merged, read_config, resolve_model_families
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """The data layer gives the same bits on every x86-64 CPU: run natively and as a CPU without AVX-512 (emulated
-with calibft.cpu.AVX2_FEATURE_SET, through `calibft cpu --as-avx2`), each in a fresh interpreter, since the
+with calibft.core.cpu.AVX2_FEATURE_SET, through `calibft cpu --as-avx2`), each in a fresh interpreter, since the
 kernels are picked at import."""
 
 import json
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from numpy._core._multiarray_umath import __cpu_features__
 
-import calibft.cpu
-from calibft import grid
-from calibft.cpu import NUMPY_PIN, pin_numpy_kernels, warn_if_numpy_runs_avx512_kernels
-from calibft.families import family
+import calibft.core.cpu
+from calibft.core.cpu import NUMPY_PIN, pin_numpy_kernels, warn_if_numpy_runs_avx512_kernels
+from calibft.data import grid
+from calibft.data.families import family
 from tests.test_grid import AUTHORS, texts_digest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,13 +125,13 @@ def test_pinning_keeps_a_setting_the_user_made(monkeypatch):
 
 def test_pinning_sets_the_variable_for_child_processes(monkeypatch):
     monkeypatch.delenv("NPY_DISABLE_CPU_FEATURES", raising=False)
-    monkeypatch.setattr(calibft.cpu, "is_x86_64", lambda: True)
+    monkeypatch.setattr(calibft.core.cpu, "is_x86_64", lambda: True)
     pin_numpy_kernels()
     assert os.environ["NPY_DISABLE_CPU_FEATURES"] == NUMPY_PIN["NPY_DISABLE_CPU_FEATURES"]
 
 
 def test_evaluating_a_law_warns_once_where_numpy_runs_avx512_kernels(monkeypatch):
-    monkeypatch.setattr(calibft.cpu, "numpy_avx512_kernels", lambda: ["X86_V4"])
+    monkeypatch.setattr(calibft.core.cpu, "numpy_avx512_kernels", lambda: ["X86_V4"])
     warn_if_numpy_runs_avx512_kernels.cache_clear()
     try:
         with pytest.warns(UserWarning, match=r"numpy runs its AVX-512 kernels \(X86_V4\)") as caught:
@@ -144,6 +144,6 @@ def test_evaluating_a_law_warns_once_where_numpy_runs_avx512_kernels(monkeypatch
 
 def test_pinning_leaves_other_architectures_alone(monkeypatch):
     monkeypatch.delenv("NPY_DISABLE_CPU_FEATURES", raising=False)
-    monkeypatch.setattr(calibft.cpu, "is_x86_64", lambda: False)
+    monkeypatch.setattr(calibft.core.cpu, "is_x86_64", lambda: False)
     pin_numpy_kernels()
     assert "NPY_DISABLE_CPU_FEATURES" not in os.environ

@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import Qwen3ForCausalLM
 
-from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.data.trie import build_trie, tokenize_values
 from calibft.demo.tiny_model import TinyModelSettings, tiny_config
-from calibft.exact import NextToken, forwarded_tokens, node_log_probs, value_probabilities
-from calibft.generation import top_p_filter
-from calibft.trie import build_trie, tokenize_values
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.generation import top_p_filter
+from calibft.lm.trie_walk import NextToken, forwarded_tokens, node_log_probs, value_probabilities
 
 # shared prefixes ("0.", "0.2", "1", "12", "12.", "2.5") make the trie branch at depths 1 to 4, and values end
 # at several depths, so the EOS leaves do too
@@ -125,8 +125,8 @@ def test_the_exact_distribution_is_what_the_sampling_engine_draws(tiny_tokenizer
     a quarter of the stop tokens left out: p-values below 1e-14.)"""
     from scipy import stats
 
-    from calibft.generation import SamplingSettings, sample
-    from calibft.trie import TokenizedValues
+    from calibft.data.trie import TokenizedValues
+    from calibft.lm.generation import SamplingSettings, sample
 
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(tiny_config(TinyModelSettings(), tiny_tokenizer)).eval()

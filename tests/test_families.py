@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibft.families import FAMILIES, family
-from calibft.grid import prompts
+from calibft.data.families import FAMILIES, family
+from calibft.data.grid import prompts
 
 ALL_PROMPTS = [p for split in ("train", "unseen", "ood") for p in prompts(split)]
 

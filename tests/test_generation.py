@@ -14,9 +14,10 @@ from scipy.stats import chi2_contingency, chisquare
 from transformers import Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig
 from transformers.generation.logits_process import TopPLogitsWarper
 
-from calibft.chat import ChatOptions, chat_prompt_ids, decode_output
+from calibft.data.grid import prompts
 from calibft.demo.tiny_model import build_tiny_model
-from calibft.generation import (
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, decode_output
+from calibft.lm.generation import (
     NonFiniteProbabilities,
     SamplingSettings,
     decode,
@@ -27,8 +28,7 @@ from calibft.generation import (
     stop_token_ids,
     top_p_filter,
 )
-from calibft.grid import prompts
-from calibft.models import attach_lora, load_model, load_tokenizer
+from calibft.lm.models import attach_lora, load_model, load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 DRAWS = 3000  # answers per side of a chi-square test

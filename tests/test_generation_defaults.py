@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from calibft.generation_defaults import (
+from calibft.lm.generation_defaults import (
     GLOBAL_DEFAULTS,
     base_version,
     effective_settings,

@@ -51,7 +51,8 @@ def test_every_model_samples_walks_the_trie_and_trains(report):
             assert training[f"{objective}_losses_finite"]
             assert all(math.isfinite(loss) for loss in training[f"{objective}_losses"])
             assert training[f"{objective}_ms_per_step"] > 0
-        # calibft.memory's estimate of each batch: the weights and what the batch adds (LoRA's state in training)
+        # calibft.pipeline.memory's estimate of each batch: the weights and what the batch adds (LoRA's state in
+        # training)
         weights = model["weights_bytes"] / 1e9
         estimated = model["estimated_peak_gb"]
         assert set(estimated) == {"engine_peak_gb", "exact_peak_gb", "soft_peak_gb", "hard_peak_gb"}

@@ -6,7 +6,7 @@ import pytest
 
 from calibft.artifacts.granularity import grid_granularity_table
 from calibft.artifacts.tables import to_csv, to_latex, to_markdown
-from calibft.granularity import (
+from calibft.data.granularity import (
     ConstructionCost,
     construction_cost,
     construction_costs,
@@ -14,9 +14,9 @@ from calibft.granularity import (
     timed_with_peak,
     write_costs,
 )
-from calibft.grid import evenly_spaced, prompts, select
-from calibft.output_space import build_output_space
-from calibft.trie import build_trie, tokenize_values
+from calibft.data.grid import evenly_spaced, prompts, select
+from calibft.data.output_space import build_output_space
+from calibft.data.trie import build_trie, tokenize_values
 
 
 def test_evenly_spaced_keeps_both_ends_and_the_order():

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibft.grid import GEOMSPACE, TRAIN_AXES, evaluated_ids, evenly_spaced, prompts, render_prompt, select
+from calibft.data.grid import GEOMSPACE, TRAIN_AXES, evaluated_ids, evenly_spaced, prompts, render_prompt, select
 
 AUTHORS = json.loads((Path(__file__).parent / "fixtures" / "authors_artifact.json").read_text())
 

@@ -5,7 +5,7 @@ import stat
 import numpy as np
 import pytest
 
-from calibft.io import atomic_folder, atomic_path, load_npz, read_jsonl, save_npz, write_jsonl
+from calibft.core.io import atomic_folder, atomic_path, load_npz, read_jsonl, save_npz, write_jsonl
 
 
 def test_atomic_write_leaves_nothing_on_failure(tmp_path):
@@ -64,7 +64,7 @@ def test_gzipped_jsonl_round_trip_gives_the_same_bytes_for_the_same_records(tmp_
 
 
 def test_read_runs_nests_by_model_then_condition(tmp_path):
-    from calibft.io import read_runs
+    from calibft.core.io import read_runs
 
     paths = []
     for model, cond in [("m1", "base"), ("m1", "soft"), ("m2", "base")]:

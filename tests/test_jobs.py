@@ -1,4 +1,5 @@
-"""The jobs as the workflow builds them from the paper's config and the demo's (calibft.jobs, calibft.layout)."""
+"""The jobs as the workflow builds them from the paper's config and the demo's (calibft.pipeline.jobs,
+calibft.pipeline.layout)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 import pytest
 from snakemake.utils import validate
 
-from calibft.config import read_config
-from calibft.grid import prompts
-from calibft.io import read_job
-from calibft.jobs import (
+from calibft.core.io import read_job
+from calibft.data.grid import prompts
+from calibft.pipeline.config import read_config
+from calibft.pipeline.jobs import (
     GenerationJob,
     MCQJob,
     OpenEndedJob,
@@ -23,7 +24,7 @@ from calibft.jobs import (
     TinyBenchJob,
     TrainJob,
 )
-from calibft.layout import Layout
+from calibft.pipeline.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 

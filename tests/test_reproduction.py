@@ -1,14 +1,14 @@
-"""The reproduction report's comparison and verdicts (calibft.reproduction)."""
+"""The reproduction report's comparison and verdicts (calibft.artifacts.reproduction)."""
 
 import math
 
 import pandas as pd
 import pytest
 
+from calibft.artifacts.reference import ReferenceCell, compared_rows
 from calibft.artifacts.registry import ARTIFACTS, where
+from calibft.artifacts.reproduction import compare, recorded_reference, scatter, table_cells, verdict, verdict_counts
 from calibft.artifacts.tables import Table
-from calibft.reference import ReferenceCell, compared_rows
-from calibft.reproduction import compare, recorded_reference, scatter, table_cells, verdict, verdict_counts
 
 NAN = math.nan
 

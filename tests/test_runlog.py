@@ -2,7 +2,7 @@
 
 import sys
 
-from calibft.runlog import run_attempt
+from calibft.core.runlog import run_attempt
 
 
 def _say(text: str, status: int = 0) -> list[str]:

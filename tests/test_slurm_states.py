@@ -1,11 +1,11 @@
-"""calibft.slurm_states: the Slurm jobs that the slurm executor plugin would wait on forever. The cluster tests
+"""calibft.pipeline.slurm_states: the Slurm jobs that the slurm executor plugin would wait on forever. The cluster tests
 (tests/workflow/test_slurm.py) show the whole path on a real Slurm."""
 
 import asyncio
 from dataclasses import dataclass
 
-import calibft.slurm_states
-from calibft.slurm_states import ended_jobs, watch_ended_jobs
+import calibft.pipeline.slurm_states
+from calibft.pipeline.slurm_states import ended_jobs, watch_ended_jobs
 
 
 def test_cancelled_jobs_and_preempted_jobs_that_were_not_requeued_have_ended():
@@ -39,7 +39,9 @@ def test_the_wrapped_status_check_reports_ended_jobs_and_passes_the_others_on(mo
             for job in active_jobs:
                 yield job
 
-    monkeypatch.setattr(calibft.slurm_states, "query_ended_jobs", lambda ids: {"2": "cancelled (CANCELLED by 0)"})
+    monkeypatch.setattr(
+        calibft.pipeline.slurm_states, "query_ended_jobs", lambda ids: {"2": "cancelled (CANCELLED by 0)"}
+    )
     watch_ended_jobs(Executor)
     watch_ended_jobs(Executor)  # once only
     executor = Executor()

@@ -1,12 +1,12 @@
-"""calibft.time_limit against a stand-in for squeue on the PATH (the cluster tests use the real one)."""
+"""calibft.core.time_limit against a stand-in for squeue on the PATH (the cluster tests use the real one)."""
 
 import os
 from datetime import datetime
 
 import pytest
 
-import calibft.time_limit
-from calibft.time_limit import TimeLimit, slurm_end_time
+import calibft.core.time_limit
+from calibft.core.time_limit import TimeLimit, slurm_end_time
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_the_end_time_is_squeues_local_time_and_none_without_a_limit(squeue):
 def test_the_limit_is_reached_within_the_margin_and_rechecked_every_30_s(squeue, monkeypatch):
     answer, calls = squeue
     now = [1_000_000.0]
-    monkeypatch.setattr(calibft.time_limit.time, "time", lambda: now[0])
+    monkeypatch.setattr(calibft.core.time_limit.time, "time", lambda: now[0])
     answer.write_text(datetime.fromtimestamp(now[0] + 15 * 60).isoformat(timespec="seconds") + "\n")
     limit = TimeLimit(margin_s=10 * 60, job_id="17")
     assert not limit.reached()  # 15 minutes left

@@ -15,17 +15,17 @@ from accelerate.utils import convert_outputs_to_fp32
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, get_cosine_schedule_with_warmup
 
-from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.core.io import read_jsonl
+from calibft.core.protocol import resolve
+from calibft.data.grid import prompts, select
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import TrieSet, tokenize_values, trie_set_for_spaces
 from calibft.demo.tiny_model import build_tiny_model
-from calibft.grid import prompts, select
-from calibft.io import read_jsonl
-from calibft.jobs import TrainJob
-from calibft.models import attach_lora, load_model, load_tokenizer
-from calibft.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.protocol import resolve
-from calibft.train import run
-from calibft.trie import TrieSet, tokenize_values, trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.models import attach_lora, load_model, load_tokenizer
+from calibft.pipeline.jobs import TrainJob
+from calibft.training.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
+from calibft.training.train import run
 
 LORA = {"r": 4, "alpha": 8, "dropout": 0.05, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 TRAINING = {
@@ -116,21 +116,21 @@ def test_resuming_after_preemption_gives_the_uninterrupted_adapter(workdir, monk
 
 
 def test_entry_point_takes_the_job_as_json_text_or_file(tmp_path, monkeypatch):
-    import calibft.train
+    import calibft.training.train
 
     seen = []
-    monkeypatch.setattr(calibft.train, "run", seen.append)
+    monkeypatch.setattr(calibft.training.train, "run", seen.append)
     job = asdict(_job(tmp_path, "x", "soft"))
-    calibft.train.main([json.dumps(job)])
+    calibft.training.train.main([json.dumps(job)])
     (tmp_path / "job.json").write_text(json.dumps(job))
-    calibft.train.main([str(tmp_path / "job.json")])
+    calibft.training.train.main([str(tmp_path / "job.json")])
     assert seen == [TrainJob(**job)] * 2
 
 
 def test_a_checkpoint_of_another_base_model_is_not_resumed(workdir, tmp_path, monkeypatch):
     from safetensors.torch import save_file
 
-    import calibft.train
+    import calibft.training.train
 
     job = _job(workdir, "cleaned", "soft", max_steps=8)
     run(job)
@@ -145,7 +145,7 @@ def test_a_checkpoint_of_another_base_model_is_not_resumed(workdir, tmp_path, mo
         raise KeyboardInterrupt("preempted")
 
     with monkeypatch.context() as patch:
-        patch.setattr(calibft.train, "_save_adapter", preempted)
+        patch.setattr(calibft.training.train, "_save_adapter", preempted)
         with pytest.raises(KeyboardInterrupt):
             run(stale)
     left = json.loads((tmp_path / "ckpt" / "progress.json").read_text())
@@ -171,7 +171,7 @@ def test_data_parallel_processes_step_the_schedule_once_per_optimizer_step(workd
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     launched = subprocess.run(
-        [*launch, "-m", "calibft.train", str(tmp_path / "job.json")], env=env, capture_output=True, text=True
+        [*launch, "-m", "calibft.training.train", str(tmp_path / "job.json")], env=env, capture_output=True, text=True
     )
     assert launched.returncode == 0, launched.stderr[-3000:]
 
@@ -255,7 +255,7 @@ def test_logits_dtype_losses_behind_mixed_precision_are_the_pure_bf16_models(wor
 
 @pytest.mark.parametrize("objective", ["soft", "hard"])
 def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch, objective):
-    import calibft.objectives
+    import calibft.training.objectives
 
     seen = []
 
@@ -267,7 +267,7 @@ def test_run_passes_the_protocol_switches_to_the_objectives(workdir, monkeypatch
 
         return call
 
-    objectives = calibft.objectives
+    objectives = calibft.training.objectives
     monkeypatch.setattr(objectives, "soft_target_kl", recorder(objectives.soft_target_kl))
     monkeypatch.setattr(objectives, "completion_cross_entropy", recorder(objectives.completion_cross_entropy))
     for switches in ({"numerics": "fp32", "hard_loss_reduction": "sequences"}, {}):
@@ -299,12 +299,12 @@ def _assert_trained_as(job: TrainJob, reference: TrainJob) -> None:
 def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_previous_one(soft_8_steps, monkeypatch):
     """progress.json names a state only once every file of it is written: a kill in between leaves the previous
     checkpoint in force, and the half-written state is replaced."""
-    import calibft.train
+    import calibft.training.train
 
     job = replace(
         soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_killed", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_killed"
     )
-    real_write = calibft.train.write_json
+    real_write = calibft.training.train.write_json
 
     def killed(path, obj):
         if Path(path).name == "progress.json" and obj["step"] == 8:
@@ -312,7 +312,7 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_previous_one(soft
         return real_write(path, obj)
 
     with monkeypatch.context() as patch:
-        patch.setattr(calibft.train, "write_json", killed)
+        patch.setattr(calibft.training.train, "write_json", killed)
         with pytest.raises(KeyboardInterrupt):
             run(job)
     checkpoints = Path(job.checkpoint_dir)
@@ -324,7 +324,7 @@ def test_a_kill_while_a_checkpoint_is_written_resumes_from_the_previous_one(soft
 
 
 def test_a_run_near_its_time_limit_checkpoints_stops_and_resumes(soft_8_steps, monkeypatch):
-    import calibft.train
+    import calibft.training.train
 
     class AlmostOutOfTime:  # Slurm's time limit comes within the margin after step 6
         steps = 0
@@ -337,7 +337,7 @@ def test_a_run_near_its_time_limit_checkpoints_stops_and_resumes(soft_8_steps, m
         soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_timed", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_timed"
     )
     with monkeypatch.context() as patch:
-        patch.setattr(calibft.train.TimeLimit, "of_this_job", lambda margin: AlmostOutOfTime())
+        patch.setattr(calibft.training.train.TimeLimit, "of_this_job", lambda margin: AlmostOutOfTime())
         with pytest.raises(SystemExit, match="stopped after step 6 of 8, 10 minutes before the Slurm job's time limit"):
             run(job)
     assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 6
@@ -346,12 +346,12 @@ def test_a_run_near_its_time_limit_checkpoints_stops_and_resumes(soft_8_steps, m
 
 
 def test_a_non_finite_loss_stops_the_run_before_its_update(soft_8_steps, monkeypatch):
-    import calibft.train
+    import calibft.training.train
 
     job = replace(
         soft_8_steps, out_dir=f"{soft_8_steps.out_dir}_nan", checkpoint_dir=f"{soft_8_steps.checkpoint_dir}_nan"
     )
-    real_loss, calls = calibft.train.soft_batch_loss, []
+    real_loss, calls = calibft.training.train.soft_batch_loss, []
 
     def diverging(*args, **kwargs):
         loss, tokens = real_loss(*args, **kwargs)
@@ -359,7 +359,7 @@ def test_a_non_finite_loss_stops_the_run_before_its_update(soft_8_steps, monkeyp
         return (loss * float("nan") if calls[-1] == 6 else loss), tokens
 
     with monkeypatch.context() as patch:
-        patch.setattr(calibft.train, "soft_batch_loss", diverging)
+        patch.setattr(calibft.training.train, "soft_batch_loss", diverging)
         with pytest.raises(SystemExit, match=r"the loss of step 6 is not finite \(nan on this process\)"):
             run(job)
     assert json.loads((Path(job.checkpoint_dir) / "progress.json").read_text())["step"] == 4
@@ -378,7 +378,7 @@ def test_a_run_whose_processes_did_not_form_one_group_stops_before_any_step(work
     launch = ["-m", "accelerate.commands.launch", "--config_file", "launch/ddp.yaml", "--num_processes", "2"]
     env = {k: v for k, v in os.environ.items() if k != "ACCELERATE_USE_CPU"}
     launched = subprocess.run(
-        [sys.executable, *launch, "-m", "calibft.train", str(tmp_path / "job.json")],
+        [sys.executable, *launch, "-m", "calibft.training.train", str(tmp_path / "job.json")],
         env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1],
     )  # fmt: skip
     assert launched.returncode != 0

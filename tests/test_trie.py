@@ -7,9 +7,9 @@ from scipy import stats
 from tokenizers import Regex, normalizers, pre_tokenizers
 
 from calibft import trie as trie_module
-from calibft.grid import prompts
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import TokenizedValues, TrieSet, build_trie, tokenize_values, trie_set_for_spaces
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import TokenizedValues, TrieSet, build_trie, tokenize_values, trie_set_for_spaces
 from tests.conftest import make_bpe_tokenizer
 from tests.reference import ReferenceTrie
 

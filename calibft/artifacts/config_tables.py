@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from calibft.artifacts.tables import Table, format_number
-from calibft.batching import total_steps
-from calibft.families import FAMILIES
-from calibft.grid import OOD_PARAMS, TRAIN_AXES, UNSEEN_PARAMS, prompts
-from calibft.output_space import QUANTILE_RANGE
+from calibft.data.families import FAMILIES
+from calibft.data.grid import OOD_PARAMS, TRAIN_AXES, UNSEEN_PARAMS, prompts
+from calibft.data.output_space import QUANTILE_RANGE
+from calibft.training.batching import total_steps
 
-# What each objective optimizes (calibft.objectives), in the paper's words.
+# What each objective optimizes (calibft.training.objectives), in the paper's words.
 OBJECTIVES = {"soft": "Trie-induced KL", "hard": "Completion CE"}
 TIERS = {1: "I", 2: "II", 3: "III"}
 
@@ -51,7 +51,7 @@ SYMBOLS = {
 }
 
 # Prompt parameters -> training-grid axes, for the families whose prompt parameters are derived from the
-# axes (calibft.grid.TRAIN_AXES): the test configurations are shown in the coordinates of the grid.
+# axes (calibft.data.grid.TRAIN_AXES): the test configurations are shown in the coordinates of the grid.
 AXES_OF_PARAMS: dict[str, Callable[[Mapping[str, float]], dict[str, float]]] = {
     "uniform": lambda p: {"a": p["a"], "width": p["b"] - p["a"]},
     "triangular": lambda p: {
@@ -152,10 +152,10 @@ def shared_hyperparams(config: Mapping, recipes: Sequence[str] | None = None) ->
         ("Training prompts", len(prompts("train"))),
         ("Canonical decimals", decimals),
         ("Continuous quantile range", f"[{', '.join(map(format_number, QUANTILE_RANGE))}]"),
-        ("Tail mass outside range", "Clipped to edge bins"),  # calibft.output_space: added to the edge bins
+        ("Tail mass outside range", "Clipped to edge bins"),  # calibft.data.output_space: added to the edge bins
         ("LoRA rank / alpha / dropout", " / ".join(format_number(lora[k]) for k in ("r", "alpha", "dropout"))),
         ("LoRA target modules", ", ".join(lora["target_modules"])),
-        ("Optimizer", "AdamW"),  # calibft.train
+        ("Optimizer", "AdamW"),  # calibft.training.train
         ("Learning rate", float(training["learning_rate"])),
         ("Weight decay", float(training["weight_decay"])),
         ("LR schedule", f"Cosine with {warmup}% linear warmup"),
@@ -164,7 +164,7 @@ def shared_hyperparams(config: Mapping, recipes: Sequence[str] | None = None) ->
         ("Training GPUs", hardware),
         ("Max sequence length", f"{training['max_seq_len']} tokens"),
         ("Model/load precision", training["precision"]),
-        ("Batching", "Family-balanced"),  # calibft.batching
+        ("Batching", "Family-balanced"),  # calibft.training.batching
     ]
     return pd.DataFrame(rows, columns=["Parameter", "Value"])
 

@@ -32,9 +32,9 @@ from calibft.artifacts.structured import (
     grouped_table,
 )
 from calibft.artifacts.tables import Table
-from calibft.checks import check_choice
+from calibft.core.checks import check_choice
+from calibft.core.io import read_runs
 from calibft.evals.metrics import SPREAD_LEVEL
-from calibft.io import read_runs
 
 EVALUATION = "exact"
 W1_GROUP = {"ood": "Exact OOD W₁ ↓", "unseen": "Exact Unseen-Param W₁ ↓"}

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from calibft.io import atomic_path, read_jsonl
+from calibft.core.io import atomic_path, read_jsonl
 
 # Major ticks of a log axis at 1, 2, 3 and 5 of each decade: a range within one decade still has labels.
 LOG_TICKS = (1.0, 2.0, 3.0, 5.0)

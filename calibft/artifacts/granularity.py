@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from calibft.artifacts.tables import Table
-from calibft.granularity import ConstructionCost, read_costs
+from calibft.data.granularity import ConstructionCost, read_costs
 
 CAPTION = (
     "Construction cost for the discretization-precision grid profiled in the granularity sweep. We report mean "

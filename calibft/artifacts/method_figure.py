@@ -1,7 +1,7 @@
 """The method figure (paper fig:method), drawn from one real prompt.
 
-Left: the prompt's target law and its canonical output space P_Y (calibft.output_space). Middle: the token
-trie of that space for a real tokenizer (calibft.trie), every edge labelled with its token and q(v | prefix),
+Left: the prompt's target law and its canonical output space P_Y (calibft.data.output_space). Middle: the token
+trie of that space for a real tokenizer (calibft.data.trie), every edge labelled with its token and q(v | prefix),
 with one sampled path y ~ P_Y drawn bold. Right: what each objective supervises along that path: the soft
 target is the whole distribution q(. | prefix) at every prefix, the hard target only the sampled token.
 A coarse space (one decimal, a dozen bins) keeps the trie legible; the construction is the training one.
@@ -20,11 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.gridspec import GridSpec
 
-from calibft.families import FAMILIES
-from calibft.grid import Prompt, prompts, select
-from calibft.models import load_tokenizer
-from calibft.output_space import OutputSpace, build_output_space
-from calibft.trie import Trie, trie_of_space
+from calibft.data.families import FAMILIES
+from calibft.data.grid import Prompt, prompts, select
+from calibft.data.output_space import OutputSpace, build_output_space
+from calibft.data.trie import Trie, trie_of_space
+from calibft.lm.models import load_tokenizer
 
 MAX_VALUES = 24  # beyond this the trie is unreadable at figure size
 PATH_COLOR, TARGET_COLOR = "tab:red", "tab:blue"

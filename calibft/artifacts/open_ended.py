@@ -3,7 +3,7 @@ each fine-tuned condition with the base checkpoint (fig:appendix-open-multi-thre
 answer frequencies of selected prompts (fig:appendix-open-qualitative).
 
 The inputs are the artifacts of `calibft.evals.open_ended`: its `metrics.json` dicts, passed as
-`metrics[model][condition]`, and the records of its `samples.jsonl.gz` (read with `calibft.io.read_jsonl`).
+`metrics[model][condition]`, and the records of its `samples.jsonl.gz` (read with `calibft.core.io.read_jsonl`).
 Every figure function returns a matplotlib Figure; the caller writes it with `save_figure`.
 """
 
@@ -26,7 +26,7 @@ from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from calibft.artifacts.runs import titles
 from calibft.artifacts.structured import condition_colors
-from calibft.io import read_jsonl, read_runs
+from calibft.core.io import read_jsonl, read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 

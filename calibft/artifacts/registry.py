@@ -9,7 +9,7 @@ one renderer and one row:
              "calibft.artifacts.structured:render_structured_table", "Structured sampling on ...", split="ood")
 
 A renderer takes `(inputs, settings)`: `inputs` maps each name of `reads` to the result files the workflow
-gives for it (`calibft.artifacts.inputs.RESULT_SETS`), `settings` holds what the artifact needs of the
+gives for it (`calibft.pipeline.artifact_inputs.RESULT_SETS`), `settings` holds what the artifact needs of the
 config (the models' and conditions' titles, the runs in table order, the row's `split` and `options`, and
 what each of its reads adds). It returns a `calibft.artifacts.tables.Table` or a matplotlib figure. Table
 renderers label their table with the row's label, so that the file name follows from it.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = {"table": ("tex", "csv", "md"), "figure": ("pdf", "png")}
-# The result sets a row may read; calibft.artifacts.inputs.RESULT_SETS gives each its files and settings.
+# The result sets a row may read; calibft.pipeline.artifact_inputs.RESULT_SETS gives each its files and settings.
 READS = (
     "config",
     "granularity",
@@ -55,7 +55,7 @@ class Artifact:
     kind: "table" (.tex, .csv, .md) or "figure" (.pdf, .png).
     label: the paper's LaTeX label; None for an artifact of this pipeline only.
     section: the report's subcategory (its category is the kind: Tables or Figures).
-    reads: the result sets it reads (keys of `calibft.artifacts.inputs.RESULT_SETS`).
+    reads: the result sets it reads (keys of `calibft.pipeline.artifact_inputs.RESULT_SETS`).
     renderer: "module:function" of its renderer.
     caption: what it shows, for the report.
     split: the evaluation split it shows; it is planned only where the config evaluates that split.

@@ -60,8 +60,8 @@ from calibft.artifacts.structured import (
     grouped_table,
 )
 from calibft.artifacts.tables import Table
-from calibft.checks import check_choice
-from calibft.io import read_runs
+from calibft.core.checks import check_choice
+from calibft.core.io import read_runs
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> summary.json
 

@@ -1,5 +1,5 @@
 """What every table and figure does with the runs it reads: `runs[model][condition]` mappings (a metrics.json or
-summary.json each, `calibft.io.read_runs`), their models and conditions in order, their numbers as floats, their
+summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats, their
 bootstrap intervals (a run's own, or a mean's over models from the runs' paired replicates), and the sentence of
 a caption that says what each condition is."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from calibft.core.io import read_runs
 from calibft.evals.bootstrap import paired_draws, percentile_interval
-from calibft.io import read_runs
 
 Runs = Mapping[str, Mapping[str, Any]]  # model -> condition -> one run's JSON
 CONDITION_TEXT = {

@@ -26,7 +26,7 @@ from calibft.artifacts.tables import Table
 
 
 def render_artifact(row: Artifact, per_seed: Sequence[Mapping[str, Sequence[str]]], settings: Mapping[str, Any]):
-    """The artifact of `row` from the inputs of each seed it shows (`calibft.artifacts.inputs.seed_inputs`): its
+    """The artifact of `row` from the inputs of each seed it shows (`calibft.pipeline.artifact_inputs.seed_inputs`): its
     renderer's output for one seed, the seeds' tables combined for several."""
     render = row.render_function()
     rendered = [render(inputs, settings) for inputs in per_seed]

@@ -34,11 +34,11 @@ from calibft.artifacts.config_tables import SYMBOLS
 from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
 from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, number, read_runs_by_split, titles
 from calibft.artifacts.tables import Table, format_number
-from calibft.checks import check_choice
+from calibft.core.checks import check_choice
+from calibft.core.io import read_runs
+from calibft.data.families import family
+from calibft.data.grid import Prompt, prompts, select
 from calibft.evals.metrics import within_families
-from calibft.families import family
-from calibft.grid import Prompt, prompts, select
-from calibft.io import read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
 
@@ -450,7 +450,7 @@ def per_distribution_figure(
 ):
     """appendix_{ood,unseen}_{w1,kl}_per_dist: `key` ("w1_norm" or "logit_kl") per model and condition, one
     panel per held-out family (`ood`: the mean of its configurations' values, or for W₁ their
-    `w1_within_family`, the `w1_per_distribution` switch of `calibft.protocol`) or per unseen configuration
+    `w1_within_family`, the `w1_per_distribution` switch of `calibft.core.protocol`) or per unseen configuration
     (`unseen`, prompt-level values). Each panel has its own log axis; model names label the bottom row only.
     `clip` applies to W₁."""
     check_choice("split", split, SPLITS)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from calibft.artifacts.registry import table_name
-from calibft.io import atomic_path
+from calibft.core.io import atomic_path
 
 Format = str | Callable[[Any], str]
 

@@ -43,12 +43,12 @@ from calibft.artifacts.runs import (
 )
 from calibft.artifacts.structured import format_decimals, format_rate, grouped_table
 from calibft.artifacts.tables import Table, latex_escape, table_name
-from calibft.checks import check_choice
+from calibft.core.checks import check_choice
+from calibft.core.io import read_jsonl, read_runs
 from calibft.evals.bootstrap import REPLICATES, percentile_interval
 from calibft.evals.noveltybench import bootstrap_seed, prompt_draws, summarize_prompts
 from calibft.evals.noveltybench import distinct as count_distinct
 from calibft.evals.noveltybench import utility as prompt_utility
-from calibft.io import read_jsonl, read_runs
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 Rows = Sequence[Mapping[str, Any]]

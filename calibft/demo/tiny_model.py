@@ -30,10 +30,10 @@ from transformers import (
     get_cosine_schedule_with_warmup,
 )
 
-from calibft.families import FAMILIES
-from calibft.grid import prompts, render_prompt
-from calibft.io import atomic_folder
-from calibft.packaged_tokenizers import QWEN3_CHAT_TEMPLATE
+from calibft.core.io import atomic_folder
+from calibft.data.families import FAMILIES
+from calibft.data.grid import prompts, render_prompt
+from calibft.lm.packaged_tokenizers import QWEN3_CHAT_TEMPLATE
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from calibft.data.families import family
+from calibft.data.grid import Prompt
 from calibft.evals.metrics import coupling_quantiles, finite_or_none, structured_aggregate, w1_scale, wasserstein1
-from calibft.families import family
-from calibft.grid import Prompt
 
 REPLICATES = 1000
 LEVEL = 0.95

@@ -3,7 +3,7 @@
     python -m calibft.evals.exact_structured JOB     # JOB: an ExactJob as JSON text or file
 
 For one model, condition and split, every prompt that the structured evaluation sampled gets the model's
-probability of every value of the evaluation space (`calibft.exact`: the sampling settings in force, any of the
+probability of every value of the evaluation space (`calibft.lm.trie_walk`: the sampling settings in force, any of the
 engine's stop tokens ending a value), and from them, free of sampling noise:
 
 - `mass`: the probability that the answer is exactly one of the space's canonical strings;
@@ -33,8 +33,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from calibft.chat import chat_prompt_ids
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.io import read_job, read_jsonl, save_npz, write_json
+from calibft.core.ragged import offsets
+from calibft.data.families import family
+from calibft.data.grid import Prompt, prompts, select
+from calibft.data.output_space import SpaceSet
+from calibft.data.trie import TrieSet
 from calibft.evals.metrics import (
     exact_aggregate,
     exact_kl,
@@ -46,15 +51,10 @@ from calibft.evals.metrics import (
     w1_scale,
     wasserstein1,
 )
-from calibft.exact import NextToken, forwarded_tokens, value_probabilities
-from calibft.families import family
-from calibft.generation import stop_token_ids
-from calibft.grid import Prompt, prompts, select
-from calibft.io import read_job, read_jsonl, save_npz, write_json
-from calibft.jobs import ExactJob
-from calibft.output_space import SpaceSet
-from calibft.ragged import offsets
-from calibft.trie import TrieSet
+from calibft.lm.chat import chat_prompt_ids
+from calibft.lm.generation import stop_token_ids
+from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
+from calibft.pipeline.jobs import ExactJob
 
 
 def space_values(strings: np.ndarray) -> np.ndarray:

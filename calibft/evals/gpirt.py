@@ -6,7 +6,7 @@ the full benchmark from a fitted multidimensional IRT model.
 - `load_params(path)`: the parameters pickle (`tinyBenchmarks.pkl`, downloaded by the workflow at run time),
   read by a restricted unpickler (`ParamsUnpickler`) that builds plain containers, numbers, numpy arrays and
   dtypes and nothing else, so that reading the file runs no code from it; then checked for the structure
-  below. The download itself is verified by its git blob id before it is read (calibft.assets).
+  below. The download itself is verified by its git blob id before it is read (calibft.pipeline.assets).
 - `item_probabilities(A, B, theta)`: P_i(theta) = sigmoid(sum_d clip(A[d, i] * theta_d - B[i], -30, 30)), the
   sigmoid computed as upstream does, 1 / (1 + exp(-z)) (see `sigmoid`).
 - `fit_theta(A_seen, B_seen, scores)`: the ability theta minimizing the Bernoulli negative log-likelihood
@@ -47,7 +47,7 @@ Leaderboard scenarios (truthfulqa, gsm8k, winogrande, arc, hellaswag, then mmlu)
 Assumptions (the pinned pickle cannot be read here: the network is unreachable):
 - Scenario names: current upstream code looks 'lb' scenarios up by 'truthfulqa', 'gsm8k', 'winogrande', 'arc',
   'hellaswag', while the upstream README of an earlier version shows 'harness_truthfulqa_mc_0' for TruthfulQA.
-  `TASKS` therefore lists accepted names per task, and the first one present in the entry is used.
+  `PARAMS_ENTRIES` therefore lists accepted names per task, and the first one present in the entry is used.
 - Every seen index of a scenario's slice lies inside that scenario (true of anchors picked per scenario); a
   slice that does not is refused rather than silently filtered as upstream does.
 - The real file holds only what the structure above needs (dicts, lists, numbers, strings, numpy arrays of
@@ -68,14 +68,14 @@ import numpy as np
 from numpy._core import multiarray, numeric
 from scipy.optimize import minimize
 
-from calibft.checks import check_choice
+from calibft.core.checks import check_choice
 
 N_SEEN = 100  # anchor items per scenario: the size of a tiny benchmark
 CLIP = 30.0  # bound on each dimension's term of the logit
 EPS = 1e-10  # inside the logarithms of the likelihood, as upstream
 
 # Our task -> (pickle entry, names its scenario may have in that entry, first present wins).
-TASKS: dict[str, tuple[str, tuple[str, ...]]] = {
+PARAMS_ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mmlu": ("mmlu", ("mmlu",)),
     "truthfulqa": ("lb", ("truthfulqa", "harness_truthfulqa_mc_0")),
     "gsm8k": ("lb", ("gsm8k",)),
@@ -232,7 +232,7 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
     """1 / (1 + exp(-z)), in upstream's floating-point operations (tinyBenchmarks `sigmoid`).
 
     Not `scipy.special.expit`, which takes the C library's exp whatever numpy runs. Where numpy runs its
-    AVX-512 kernels (numpy imported before calibft, on a CPU with AVX-512: see calibft.cpu), numpy's exp
+    AVX-512 kernels (numpy imported before calibft, on a CPU with AVX-512: see calibft.core.cpu), numpy's exp
     rounds the last bit differently for about 2% of inputs, and the likelihood is minimized by BFGS with a
     finite-difference gradient, which magnifies that by about 1e8: BFGS then takes other steps and stops
     elsewhere, up to 5e-4 away in p-IRT on synthetic files, for every task (ARC's was noticed first). With
@@ -289,11 +289,12 @@ def fit_theta(
 def _resolve(entry: Mapping, task: str) -> tuple[str, int]:
     """The task's scenario name in the entry and its position k among the entry's scenarios."""
     names = list(entry["scenarios_position"])
-    for candidate in TASKS[task][1]:
+    for candidate in PARAMS_ENTRIES[task][1]:
         if candidate in names:
             return candidate, names.index(candidate)
     raise ValueError(
-        f"task {task!r}: none of the scenarios {', '.join(TASKS[task][1])} in entry {TASKS[task][0]!r} "
+        f"task {task!r}: none of the scenarios {', '.join(PARAMS_ENTRIES[task][1])} in entry "
+        f"{PARAMS_ENTRIES[task][0]!r} "
         f"(it has {', '.join(map(str, names))})"
     )
 
@@ -308,8 +309,8 @@ def _indices(values: Any, what: str) -> np.ndarray:
 def scenario_data(params: Mapping, task: str) -> Scenario:
     """Resolve one of our tasks in the parameters: its items, anchors, weights and lambda."""
     check_params(params)
-    check_choice("task", task, TASKS)
-    entry_name = TASKS[task][0]
+    check_choice("task", task, PARAMS_ENTRIES)
+    entry_name = PARAMS_ENTRIES[task][0]
     entry = params[entry_name]
     name, k = _resolve(entry, task)
     A = np.asarray(entry["irt_parameters"]["A"], dtype=np.float64)

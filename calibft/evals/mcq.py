@@ -8,7 +8,7 @@ place the correct answer on A, B, C and D equally often. Generations are parsed 
 cannot look balanced by emitting malformed questions, and the balance is scored as the total variation
 distance between the answer-letter frequencies of the parseable generations and the uniform law.
 
-Line matching: the text is cleaned of reasoning (`calibft.chat.strip_reasoning`), split into lines, each
+Line matching: the text is cleaned of reasoning (`calibft.lm.chat.strip_reasoning`), split into lines, each
 line stripped of surrounding whitespace, and empty lines dropped. Every remaining line must start with one
 of the field prefixes, case sensitive, at the line start: `Question:`, `A.`, `B.`, `C.`, `D.`,
 `Correct Answer:`, `Explanation:`; the field's value is the rest of the line, stripped. Fields may come in
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calibft.chat import chat_prompt_ids, strip_reasoning
+from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
-from calibft.generation import sample_texts
-from calibft.io import read_job, write_json, write_jsonl
-from calibft.jobs import MCQJob
+from calibft.lm.chat import chat_prompt_ids, strip_reasoning
+from calibft.lm.generation import sample_texts
+from calibft.pipeline.jobs import MCQJob
 
 LETTERS = ("A", "B", "C", "D")
 ANSWER_FIELD = "Correct Answer"

@@ -6,7 +6,7 @@
 - `wasserstein1`: W1 = mean_i |x_(i) - F^-1((i - 0.5) / N)| over the N sorted valid samples; the normalized W1
   divides it by the target's Q95 - Q05.
 - `exact_wasserstein1`: the same coupling for a discrete distribution known exactly (values and their
-  probabilities, `calibft.exact`), its quantiles taking the place of the sorted samples.
+  probabilities, `calibft.lm.trie_walk`), its quantiles taking the place of the sorted samples.
 - `exact_kl`: KL(target || model) over the values of an output space, with the model's probabilities
   renormalized on the space and as they are (the mass off the space counted).
 - `sampled_w1_spread`: the central interval of the sampled W1 that N samples of a known discrete distribution
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from calibft.families import Params, family
+from calibft.data.families import Params, family
 
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 INTEGER_TOLERANCE = 1e-9
@@ -223,7 +223,7 @@ def exact_aggregate(rows: Sequence[Mapping], kl_across_families: str = "mean") -
 def structured_aggregate(rows: Sequence[Mapping], logit_kl_across_families: str = "mean") -> dict:
     """The aggregate of a structured evaluation from its per-prompt rows (family, w1_norm, logit_kl,
     valid_rate): W1 the median across families of their means (None when a family has no finite value), logit
-    KL the mean or median of the family means (`logit_kl_across_families`, a switch of `calibft.protocol`; None
+    KL the mean or median of the family means (`logit_kl_across_families`, a switch of `calibft.core.protocol`; None
     without logit KL), valid rate the mean of the family means; with the family means it is computed from."""
     families = [row["family"] for row in rows]
     means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from calibft.chat import encode_prompt
+from calibft.core.seeds import seed_for
 from calibft.evals.bootstrap import resampled_sums
-from calibft.seeds import seed_for
+from calibft.lm.chat import encode_prompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -114,10 +114,10 @@ def reward_ids(
 ) -> list[int]:
     """The reward model's input ids of one chat: its chat template rendered as text, then encoded.
 
-    `bos` (the `noveltybench_reward_bos` switch of `calibft.protocol`): `single` encodes the text as NoveltyBench
+    `bos` (the `noveltybench_reward_bos` switch of `calibft.core.protocol`): `single` encodes the text as NoveltyBench
     tokenizes inside `apply_chat_template`, so one BOS where the template writes one; `doubled` encodes it with
     the tokenizer's special tokens whatever it holds, as the authors' release does: two BOS for the Gemma-2
-    reward model, whose template writes one (`calibft.chat.encode_prompt`).
+    reward model, whose template writes one (`calibft.lm.chat.encode_prompt`).
     """
     text = tokenizer.apply_chat_template(list(conversation), tokenize=False)
     return encode_prompt(tokenizer, text, bos)

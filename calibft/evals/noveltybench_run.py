@@ -27,8 +27,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from calibft.chat import chat_prompt_ids
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.core.provenance import write_provenance
 from calibft.evals.bootstrap import REPLICATES, interval_block
 from calibft.evals.noveltybench import (
     bootstrap_seed,
@@ -38,11 +39,10 @@ from calibft.evals.noveltybench import (
     similarity_classifier,
     summarize_prompts,
 )
-from calibft.generation import sample_texts
-from calibft.io import read_job, read_jsonl, write_json, write_jsonl
-from calibft.jobs import GenerationJob, ScoringJob
-from calibft.models import load_classifier, load_tokenizer
-from calibft.provenance import write_provenance
+from calibft.lm.chat import chat_prompt_ids
+from calibft.lm.generation import sample_texts
+from calibft.lm.models import load_classifier, load_tokenizer
+from calibft.pipeline.jobs import GenerationJob, ScoringJob
 
 
 def load_prompts(path: str | Path, split: str) -> list[dict]:

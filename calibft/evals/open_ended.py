@@ -30,18 +30,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from calibft.chat import chat_prompt_ids, strip_reasoning
+from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
-from calibft.generation import inference, input_device, sample_texts
-from calibft.io import read_job, write_json, write_jsonl
-from calibft.jobs import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
+from calibft.lm.chat import chat_prompt_ids, strip_reasoning
+from calibft.lm.generation import inference, input_device, sample_texts
+from calibft.pipeline.jobs import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
 
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9
 # The surrounding quotes `normalize` removes one pair of, as the authors' normalization does: straight quotes
 # only, so that “Paris” and "Paris" stay two answers there and here.
 QUOTES = ("'", '"')
-NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
 
 
 def load_prompts(path: str | Path) -> list[str]:
@@ -116,7 +116,7 @@ def first_token_support(
 
     `probs` [..., vocab] gives [..., len(thresholds)]. Ties between equal probabilities do not change k.
 
-    `numerics` (the `numerics` switch of `calibft.protocol`): `fp32` computes in float64; a coverage within
+    `numerics` (the `numerics` switch of `calibft.core.protocol`): `fp32` computes in float64; a coverage within
     `COVERAGE_TOLERANCE` below t counts as reaching it, so [0.5, 0.3, 0.2] covers 0.8 with 2 tokens although
     0.5 + 0.3 may round below 0.8, and coverage is relative to the row's total, so rows need not sum to exactly 1.
     `logits_dtype` follows the authors' release in the dtype of `probs` (a tensor; bf16 on GPUs) and on its
@@ -167,7 +167,7 @@ def first_token_probs(model, prompt_ids: Sequence[int], numerics: str = "fp32") 
     """The next-token distribution at the first generated position.
 
     One forward pass of the prompt in eval mode (no dropout), keeping only the last position's logits. `numerics`
-    (the `numerics` switch of `calibft.protocol`): `fp32` gives the float64 softmax of the float32 logits as a
+    (the `numerics` switch of `calibft.core.protocol`): `fp32` gives the float64 softmax of the float32 logits as a
     numpy array; `logits_dtype` the softmax in the logits' dtype (bf16 on GPUs), as the authors' release takes it
     (there divided by the sampling temperature, 1), as a tensor on the model's device for `first_token_support`.
     """

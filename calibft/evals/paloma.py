@@ -20,7 +20,7 @@ per slice for the slice table, and pooled over the slices (the sums of the slice
 summary. A document whose text is empty or only whitespace is left out of every total under `skip` (the
 authors' release skips such rows: no document, no bytes) and counted like any other under `count` (a
 document, its bytes, the NLL of whatever tokens it has): the `paloma_empty_documents` switch of
-`calibft.protocol`. A document of one token is counted under both, with its bytes and no scored token.
+`calibft.core.protocol`. A document of one token is counted under both, with its bytes and no scored token.
 
 Inputs: one JSON-lines file per slice (gzip-compressed when named `.gz`) with a `text` field per document, as
 the workflow downloads PALOMA and as the offline demo ships a few documents per slice. Outputs in `out_dir`:
@@ -46,12 +46,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
+from calibft.core.seeds import seed_for
 from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
-from calibft.generation import inference, input_device
-from calibft.io import read_job, read_jsonl, write_json, write_jsonl
-from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
-from calibft.seeds import seed_for
+from calibft.lm.generation import inference, input_device
+from calibft.pipeline.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
 
 SLICES: tuple[str, ...] = ("wikitext_103", "c4_en", "dolma-v1_5", "mc4", "ptb", "redpajama", "falcon-refinedweb")
 # Documents tokenized and scored together (their windows batched across documents, longest first): bounds the
@@ -60,7 +60,7 @@ DOCUMENTS_PER_CHUNK = 256
 # Any id the model knows: padding is masked and never scored, and causal attention keeps it out of the
 # positions before it, so its value cannot change a result.
 PAD_ID = 0
-NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.protocol
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
 EMPTY_DOCUMENTS = ("skip", "count")  # the `paloma_empty_documents` switch
 
 
@@ -99,7 +99,7 @@ def documents_nll(
     so the batch size changes no sum beyond the arithmetic of the forward pass. The model is in eval mode (no
     dropout) meanwhile.
 
-    `numerics` (the `numerics` switch of `calibft.protocol`): `fp32` takes float32 log-softmax of the logits
+    `numerics` (the `numerics` switch of `calibft.core.protocol`): `fp32` takes float32 log-softmax of the logits
     and sums a window's token NLLs in float64. `logits_dtype` computes as the authors' release does, in the
     logits' dtype (bf16 on GPUs): the token NLLs by `F.cross_entropy` on those logits, a window's sum taken in
     that dtype (its release sums a batch of windows of one document, and its PALOMA batch holds one window).

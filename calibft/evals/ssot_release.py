@@ -2,7 +2,7 @@
 switch `ssot_prompt: release`): their system prompts and their answer extraction.
 
 The prompts are the authors' text, not this project's: rule `ssot_prompts` downloads their
-`inference/ssot_prompts.py` at the pinned commit (`calibft.assets.SSOT_PROMPTS`), and `read_prompts` takes
+`inference/ssot_prompts.py` at the pinned commit (`calibft.pipeline.assets.SSOT_PROMPTS`), and `read_prompts` takes
 its module-level string assignments without running the file. The offline demo reads
 `profiles/demo/fixtures/ssot/ssot_prompts.py`, which has the same names in the project's own words.
 

@@ -6,7 +6,7 @@ For one model, condition (base or a recipe's adapter) and split, every prompt (o
 smoke run's few) gets:
 
 - its logit KL (structured only): the trie KL of `logit_kl_paths` fixed paths from the evaluation target,
-  teacher forced (`calibft.objectives.path_kl`);
+  teacher forced (`calibft.training.objectives.path_kl`);
 - `samples_per_prompt` answers from the sampling engine, each parsed and checked for validity; the SSOT
   baseline prompts with its instruction as the system message and takes the answer from `answer_pattern`.
 
@@ -28,8 +28,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from calibft.chat import chat_prompt_ids
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.io import read_job, write_json, write_jsonl
+from calibft.data.families import family
+from calibft.data.grid import Prompt, prompts, select
+from calibft.data.trie import TrieSet
 from calibft.evals import ssot_release
 from calibft.evals.bootstrap import LEVEL, PromptSamples, structured_intervals
 from calibft.evals.metrics import (
@@ -42,14 +45,11 @@ from calibft.evals.metrics import (
     w1_scale,
     wasserstein1,
 )
-from calibft.families import family
-from calibft.generation import sample_texts
-from calibft.grid import Prompt, prompts, select
-from calibft.io import read_job, write_json, write_jsonl
-from calibft.jobs import StructuredJob
-from calibft.models import padding_id
-from calibft.objectives import path_kl
-from calibft.trie import TrieSet
+from calibft.lm.chat import chat_prompt_ids
+from calibft.lm.generation import sample_texts
+from calibft.lm.models import padding_id
+from calibft.pipeline.jobs import StructuredJob
+from calibft.training.objectives import path_kl
 
 
 def system_message(job: StructuredJob) -> str | None:
@@ -123,7 +123,7 @@ def score(
 ) -> dict:
     """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate: W1 the median across
     families (None when a family has no finite value), logit KL the mean or median of the family means
-    (`logit_kl_across_families`, a switch of `calibft.protocol`), valid rate the mean across families; with
+    (`logit_kl_across_families`, a switch of `calibft.core.protocol`), valid rate the mean across families; with
     `replicates`, each aggregate's bootstrap interval (`calibft.evals.bootstrap`, seeded by `bootstrap_seed`)."""
     by_prompt: dict[str, list[dict]] = {p.id: [] for p in chosen}
     for record in records:

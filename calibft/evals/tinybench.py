@@ -3,8 +3,8 @@ benchmark, in dataset row order, for the gp-IRT estimator (`calibft.evals.gpirt`
 
     python -m calibft.evals.tinybench JOB     # JOB: a TinyBenchJob as JSON text or file
 
-Tasks (`TASKS`; names as in `calibft.evals.gpirt.TASKS`), each 100 rows of a Hugging Face dataset that the workflow
-exports to a JSON-lines file, one row per line in the dataset's own schema:
+Tasks (`TINYBENCH_TASKS`; names as in `calibft.evals.gpirt.PARAMS_ENTRIES`), each 100 rows of a Hugging Face dataset
+that the workflow exports to a JSON-lines file, one row per line in the dataset's own schema:
 
 | task       | dataset (config, split)                                     | score                                  |
 |------------|-------------------------------------------------------------|----------------------------------------|
@@ -15,7 +15,7 @@ exports to a JSON-lines file, one row per line in the dataset's own schema:
 | gsm8k      | tinyBenchmarks/tinyGSM8k (main, test)                       | strict (and flexible) exact match      |
 
 Every prompt is the row's `input_formatted` text as the user message of the model's chat template
-(`calibft.chat.chat_prompt_ids` with the model's `ChatOptions`, so the assistant turn has begun and any
+(`calibft.lm.chat.chat_prompt_ids` with the model's `ChatOptions`, so the assistant turn has begun and any
 assistant prefix is in place). The log-likelihood tasks involve no decoding; GSM8K asks for greedy decoding
 (see below for what the release's protocol makes of it).
 
@@ -45,9 +45,9 @@ batch size changes no value beyond the arithmetic of the forward pass.
   blank is not in `input_formatted` is refused rather than scored on a guessed prompt.
 
 GSM8K: greedy decoding (`generate_answers`, batched with `model.generate`, left padded), at most 256 new
-tokens, stopped by the model's stop tokens (`calibft.generation.stop_token_ids`) or the first of the stop
+tokens, stopped by the model's stop tokens (`calibft.lm.generation.stop_token_ids`) or the first of the stop
 strings "Question:", "</s>", "<|im_end|>" in the decoded text; the text is cut before the stop string and
-cleaned of reasoning (`calibft.chat.strip_reasoning`, which also strips surrounding whitespace). Under the
+cleaned of reasoning (`calibft.lm.chat.strip_reasoning`, which also strips surrounding whitespace). Under the
 protocol switch `generation_defaults: checkpoint` (the release's), the greedy request becomes what
 transformers 4.57.6 makes of the release's: sampling wherever the checkpoint's generation config sets
 `do_sample` (Qwen3, Gemma-3, GPT-OSS; at temperature 1 with no top-p or top-k, since the release sets those to
@@ -127,17 +127,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
-from calibft.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.checks import check_choice
+from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
+from calibft.core.checks import check_choice
+from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.evals import gpirt
 from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
-from calibft.evals.tinybench_tasks import TASKS, Task
-from calibft.generation import inference, input_device, seed_for, stop_token_ids
-from calibft.generation_defaults import engine_settings
-from calibft.io import read_job, read_jsonl, write_json, write_jsonl
-from calibft.jobs import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
-from calibft.models import padding_id
+from calibft.evals.tinybench_tasks import TINYBENCH_TASKS, Task
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.lm.generation import inference, input_device, seed_for, stop_token_ids
+from calibft.lm.generation_defaults import engine_settings
+from calibft.lm.models import padding_id
+from calibft.pipeline.jobs import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 
 LETTERS = ("A", "B", "C", "D")
 STOP_STRINGS: tuple[str, ...] = ("Question:", "</s>", "<|im_end|>")
@@ -177,8 +177,8 @@ GPIRT_ROWS: dict[str, tuple[str, str]] = {
 
 
 def task_spec(task: str) -> Task:
-    check_choice("task", task, TASKS)
-    return TASKS[task]
+    check_choice("task", task, TINYBENCH_TASKS)
+    return TINYBENCH_TASKS[task]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -588,7 +588,7 @@ def score_task(
     """One record per item, in the given order: index (first_index + position), score, the task's metric
     fields and what they came from (log-likelihoods, or the generation and its answers). GSM8K answers are
     extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`) from answers decoded by
-    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.chat.encode_prompt`)."""
+    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.lm.chat.encode_prompt`)."""
     check_choice("GSM8K extraction", gsm8k_extraction, GSM8K_EXTRACTIONS)
     if task_spec(task).loglik:
         return _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, prompt_bos)
@@ -600,7 +600,7 @@ def score_task(
 
 def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos) -> list[dict]:
     """Every choice of every item in one batched `continuation_logliks` call; each prompt encoded once."""
-    metric = TASKS[task].metrics[0]
+    metric = TINYBENCH_TASKS[task].metrics[0]
     per_item = [choice_requests(task, row) for row in items]
     prompt_ids: dict[str, list[int]] = {}
     requests = []
@@ -622,7 +622,7 @@ def _score_generated_items(
     model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos, decoding
 ):
     """GSM8K answers decoded by `decoding`, scored strict and flexible under the answer extraction `extraction`."""
-    metric = TASKS[task].metrics[0]
+    metric = TINYBENCH_TASKS[task].metrics[0]
     prompts = [
         chat_prompt_ids(tokenizer, _field(row, "input_formatted", first_index + k), options, bos=bos)
         for k, row in enumerate(items)
@@ -714,12 +714,12 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
             begin,
             gsm8k_extraction=job.protocol["gsm8k_extraction"],
             prompt_bos=job.protocol["prompt_bos"],
-            decoding=GREEDY if TASKS[task].loglik else gsm8k_decoding(job, begin),
+            decoding=GREEDY if TINYBENCH_TASKS[task].loglik else gsm8k_decoding(job, begin),
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task
     write_jsonl(out / "items.jsonl", records)
-    spec = TASKS[task]
+    spec = TINYBENCH_TASKS[task]
     header = job.header(
         "tinybench",
         task_file=job.tasks[task],
@@ -779,7 +779,7 @@ def run(job: TinyBenchJob) -> None:
         summary = gpirt_summary(gpirt.load_params(job.irt_params), summaries, job.seed, REPLICATES)
         header = job.header("tinybench", params=job.irt_params)
         write_json(Path(job.out_dir) / "summary.json", {**header, **summary})
-    generates = any(not TASKS[task].loglik for task in job.tasks)
+    generates = any(not TINYBENCH_TASKS[task].loglik for task in job.tasks)
     generation = job.generation(sampling=False) if generates else None
     job.write_provenance(model, tokenizer, generation, irt_params=job.irt_params, **job.tasks)
     finish_checkpoints(folder)

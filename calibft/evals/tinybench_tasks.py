@@ -21,7 +21,7 @@ class Task:
         return self.kind != "generate"
 
 
-TASKS: dict[str, Task] = {
+TINYBENCH_TASKS: dict[str, Task] = {
     "mmlu": Task("tinyBenchmarks/tinyMMLU", "all", "test", "letters", ("acc",)),
     "hellaswag": Task("tinyBenchmarks/tinyHellaswag", None, "validation", "acc_norm", ("acc_norm", "acc")),
     "truthfulqa": Task("tinyBenchmarks/tinyTruthfulQA", "multiple_choice", "validation", "mc2", ("mc2",)),

@@ -1,14 +1,20 @@
-"""What each table and figure reads of the paper's config (calibft.artifacts.inputs)."""
+"""What each table and figure reads of the paper's config (calibft.pipeline.artifact_inputs)."""
 
 from pathlib import Path
 
 import pytest
 from snakemake.utils import validate
 
-from calibft.artifacts.inputs import artifact_inputs, artifact_seeds, artifact_settings, qualitative_panels, seed_inputs
 from calibft.artifacts.registry import planned, where
-from calibft.config import read_config
-from calibft.layout import Layout
+from calibft.pipeline.artifact_inputs import (
+    artifact_inputs,
+    artifact_seeds,
+    artifact_settings,
+    qualitative_panels,
+    seed_inputs,
+)
+from calibft.pipeline.config import read_config
+from calibft.pipeline.layout import Layout
 
 REPO = Path(__file__).resolve().parents[2]
 

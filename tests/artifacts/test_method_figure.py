@@ -7,8 +7,8 @@ import pytest
 
 from calibft.artifacts.figures import save_figure
 from calibft.artifacts.method_figure import method_figure, token_text, trie_layout
-from calibft.grid import prompts, select
-from calibft.trie import TokenizedValues, build_trie
+from calibft.data.grid import prompts, select
+from calibft.data.trie import TokenizedValues, build_trie
 
 
 def test_trie_layout_puts_leaves_one_row_apart_and_parents_at_their_childrens_mean():

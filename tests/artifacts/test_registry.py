@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from calibft.artifacts.inputs import RESULT_SETS
 from calibft.artifacts.registry import ARTIFACTS, BY_NAME, READS, Artifact, artifact, markdown_table, planned, where
 from calibft.artifacts.tables import table_name
+from calibft.pipeline.artifact_inputs import RESULT_SETS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "artifacts.md"
 

@@ -26,8 +26,8 @@ from calibft.artifacts.structured import (
     valid_values,
 )
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
-from calibft.families import family
-from calibft.grid import prompts
+from calibft.data.families import family
+from calibft.data.grid import prompts
 
 CONDITIONS = ("base", "soft", "hard")
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard", "ssot": "SSOT"}

@@ -17,9 +17,9 @@ from calibft.artifacts.config_tables import (
     training_hardware,
 )
 from calibft.artifacts.tables import Table, format_number, latex_escape, table_name, to_latex, to_markdown, write_table
-from calibft.config import read_config
-from calibft.families import FAMILIES
-from calibft.grid import TRAIN_AXES, UNSEEN_PARAMS
+from calibft.data.families import FAMILIES
+from calibft.data.grid import TRAIN_AXES, UNSEEN_PARAMS
+from calibft.pipeline.config import read_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,6 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from calibft.data.families import FAMILIES
+from calibft.data.grid import prompts, render_prompt
 from calibft.demo.tiny_model import (
     HELD_OUT_KNOWLEDGE,
     OPEN_ENDED_FAVOURITES,
@@ -20,8 +22,6 @@ from calibft.demo.tiny_model import (
     train_tokenizer,
     training_chats,
 )
-from calibft.families import FAMILIES
-from calibft.grid import prompts, render_prompt
 
 QUICK = TinyModelSettings(train_steps=3, batch_size=4, log_every=1)
 NUMBER_FAMILIES = ("gaussian", "binomial")  # a continuous and an integer family, unseen parameters

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from calibft.data.grid import prompts
 from calibft.evals import bootstrap
 from calibft.evals.bootstrap import (
     PromptSamples,
@@ -17,7 +18,6 @@ from calibft.evals.bootstrap import (
     structured_intervals,
 )
 from calibft.evals.structured import score
-from calibft.grid import prompts
 
 OOD = prompts("ood")
 # two families, two prompts each

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from calibft.core.io import load_npz, read_jsonl
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import trie_set_for_spaces
 from calibft.evals import exact_structured
 from calibft.evals.exact_structured import on_space_indices, run, score
 from calibft.evals.structured import run as run_structured
-from calibft.grid import prompts
-from calibft.io import load_npz, read_jsonl
-from calibft.jobs import ExactJob, StructuredJob
-from calibft.models import load_tokenizer
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import trie_set_for_spaces
+from calibft.lm.models import load_tokenizer
+from calibft.pipeline.jobs import ExactJob, StructuredJob
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 IDS = ("poisson-001", "weibull-001", "bernoulli-001")

@@ -16,10 +16,10 @@ import pytest
 from scipy.optimize import minimize
 
 from calibft import cli
-from calibft.assets import TINYBENCHMARKS_PARAMS, git_blob_id
 from calibft.cli import main
-from calibft.cpu import numpy_avx512_kernels
+from calibft.core.cpu import numpy_avx512_kernels
 from calibft.evals import gpirt
+from calibft.pipeline.assets import TINYBENCHMARKS_PARAMS, git_blob_id
 from tests.pickles import assert_plain_pickle_runs_it, touching_pickle
 
 LB_TASKS = ["truthfulqa", "gsm8k", "winogrande", "arc", "hellaswag"]
@@ -32,7 +32,7 @@ def params() -> dict:
 
 def scores_for(task: str, seed: int = 0) -> list[float]:
     """Continuous scores with a few exact 0s and 1s, as mc2 / partial scoring give."""
-    rng = np.random.default_rng([seed, list(gpirt.TASKS).index(task)])
+    rng = np.random.default_rng([seed, list(gpirt.PARAMS_ENTRIES).index(task)])
     y = rng.uniform(size=100)
     y[rng.choice(100, 30, replace=False)] = rng.integers(0, 2, 30)
     return y.tolist()
@@ -97,7 +97,7 @@ def ref_estimate(params: dict, task: str, scores: list[float], theta: list[float
     return {"irt": irt, "pirt": pirt, "gpirt": lam * irt + (1 - lam) * pirt}
 
 
-@pytest.mark.parametrize("task", list(gpirt.TASKS))
+@pytest.mark.parametrize("task", list(gpirt.PARAMS_ENTRIES))
 def test_estimate_matches_the_loop_formulas(params, task):
     scores = scores_for(task)
     entry_name, scenario = {"mmlu": ("mmlu", "mmlu")}.get(task, ("lb", task))
@@ -146,7 +146,7 @@ def _fingerprint(params: dict) -> str:
 
 def test_the_upstream_fixture_covers_every_task():
     for f in UPSTREAM["files"]:
-        assert {c["task"] for c in f["cases"]} == set(gpirt.TASKS)
+        assert {c["task"] for c in f["cases"]} == set(gpirt.PARAMS_ENTRIES)
     assert UPSTREAM["estimator"]["path"] == "tinyBenchmarks/__init__.py" and UPSTREAM["kernels"]["pinned"] == []
 
 
@@ -164,7 +164,7 @@ def test_estimate_matches_tinybenchmarks(seed, dim, fingerprint, task, scores, e
 AVX512_CHILD = """
 import json, sys
 from calibft.evals import gpirt
-from calibft.cpu import numpy_avx512_kernels
+from calibft.core.cpu import numpy_avx512_kernels
 cases = json.load(sys.stdin)
 estimates = [gpirt.estimate(gpirt.synthetic_params(seed=s, dim=d), t, y) for s, d, t, y in cases]
 print(json.dumps({"kernels": numpy_avx512_kernels(), "estimates": estimates}))
@@ -314,7 +314,7 @@ def test_truthfulqa_also_resolves_under_its_harness_name(params):
         gpirt.estimate(renamed, "truthfulqa", scores)
 
 
-@pytest.mark.parametrize("task", list(gpirt.TASKS))
+@pytest.mark.parametrize("task", list(gpirt.PARAMS_ENTRIES))
 @pytest.mark.parametrize("value", [0.0, 1.0])
 def test_constant_scores_give_finite_estimates(params, task, value):
     got = gpirt.estimate(params, task, [value] * 100)
@@ -509,7 +509,7 @@ def test_bad_irt_shapes_are_refused(params):
 @pytest.fixture
 def files(tmp_path, params):
     paths = {"params": _pickle(tmp_path / "tinyBenchmarks.pkl", params)}
-    for task in gpirt.TASKS:
+    for task in gpirt.PARAMS_ENTRIES:
         paths[task] = tmp_path / f"{task}.json"
         paths[task].write_text(json.dumps(scores_for(task)))
     return paths

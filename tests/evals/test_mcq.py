@@ -4,9 +4,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from calibft.core.io import read_jsonl
 from calibft.evals.mcq import parse_mcq, resampled_summaries, run, sample_records, score, summarize
-from calibft.io import read_jsonl
-from calibft.jobs import MCQ_PROMPT, MCQJob
+from calibft.pipeline.jobs import MCQ_PROMPT, MCQJob
 
 VALID = """Question: Which drug reverses heparin?
 A. Vitamin K

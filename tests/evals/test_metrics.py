@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from calibft.data.families import family
 from calibft.evals.metrics import (
     exact_aggregate,
     exact_kl,
@@ -16,7 +17,6 @@ from calibft.evals.metrics import (
     w1_scale,
     wasserstein1,
 )
-from calibft.families import family
 
 
 @pytest.mark.parametrize(

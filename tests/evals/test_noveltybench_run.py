@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from calibft.core.io import read_jsonl
+from calibft.core.protocol import resolve
 from calibft.demo.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
 from calibft.demo.tiny_model import OPEN_ENDED_FAVOURITES
 from calibft.evals import noveltybench_run
@@ -19,10 +21,8 @@ from calibft.evals.noveltybench import (
     utility,
 )
 from calibft.evals.noveltybench_run import generate, load_prompts, main, score
-from calibft.io import read_jsonl
-from calibft.jobs import GenerationJob, ScoringJob
-from calibft.models import load_classifier
-from calibft.protocol import resolve
+from calibft.lm.models import load_classifier
+from calibft.pipeline.jobs import GenerationJob, ScoringJob
 
 PROMPTS = [
     {"id": "curated-0", "category": "Creativity", "prompt": "Tell me a two-sentence story about a fox."},

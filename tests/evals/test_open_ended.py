@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.core.io import read_jsonl
 from calibft.evals.open_ended import (
     first_token_probs,
     first_token_support,
@@ -19,9 +19,9 @@ from calibft.evals.open_ended import (
     score,
     unique_fraction,
 )
-from calibft.io import read_jsonl
-from calibft.jobs import OPEN_ENDED_THRESHOLDS, OpenEndedJob
-from calibft.models import load_model, load_tokenizer
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.pipeline.jobs import OPEN_ENDED_THRESHOLDS, OpenEndedJob
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 PROMPTS = [
@@ -315,7 +315,7 @@ def test_first_token_probs_in_the_logits_dtype(workdir):
 
 def test_run_passes_the_numerics_switch(workdir, monkeypatch):
     import calibft.evals.open_ended as open_ended
-    from calibft.protocol import resolve
+    from calibft.core.protocol import resolve
 
     seen = []
     real = open_ended.first_token_support

@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from calibft.core.io import read_jsonl, write_jsonl
+from calibft.core.protocol import resolve
+from calibft.core.seeds import seed_for
 from calibft.evals import bootstrap
 from calibft.evals.bootstrap import percentile_interval, resample_indices, resampled_sums
 from calibft.evals.paloma import (
@@ -25,11 +28,8 @@ from calibft.evals.paloma import (
     summarize,
     windows,
 )
-from calibft.io import read_jsonl, write_jsonl
-from calibft.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
-from calibft.models import load_model, load_tokenizer
-from calibft.protocol import resolve
-from calibft.seeds import seed_for
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.pipeline.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Then it ran into the forest and was never seen again.",

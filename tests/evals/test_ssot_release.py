@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from calibft.assets import SSOT_PROMPTS, Asset
 from calibft.evals.ssot_release import (
     GPT_OSS_STRUCTURED_PROMPT,
     STRUCTURED_PROMPT,
@@ -15,6 +14,7 @@ from calibft.evals.ssot_release import (
     read_prompts,
     system_message,
 )
+from calibft.pipeline.assets import SSOT_PROMPTS, Asset
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "profiles" / "demo" / "fixtures" / "ssot" / "ssot_prompts.py"

@@ -8,15 +8,15 @@ import pytest
 import torch
 from scipy import stats
 
-from calibft.chat import ChatOptions, chat_prompt_ids
+from calibft.data.families import family
+from calibft.data.grid import Prompt, prompts, select
+from calibft.data.output_space import SpaceSet, spaces_for_prompts
+from calibft.data.trie import TrieSet, trie_set_for_spaces
 from calibft.evals.structured import extract_answer, run, sample_records, score
-from calibft.families import family
-from calibft.grid import Prompt, prompts, select
-from calibft.jobs import StructuredJob
-from calibft.models import load_model, load_tokenizer
-from calibft.objectives import fixed_paths
-from calibft.output_space import SpaceSet, spaces_for_prompts
-from calibft.trie import TrieSet, trie_set_for_spaces
+from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.pipeline.jobs import StructuredJob
+from calibft.training.objectives import fixed_paths
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 

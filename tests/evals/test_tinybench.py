@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from calibft.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.core.io import read_jsonl, write_jsonl
+from calibft.core.protocol import resolve
 from calibft.evals import tinybench
 from calibft.evals.bootstrap import percentile_interval
 from calibft.evals.gpirt import estimate, load_params, synthetic_params, write_synthetic_params
 from calibft.evals.tinybench import (
     GPIRT_ROWS,
     STOP_STRINGS,
-    TASKS,
+    TINYBENCH_TASKS,
     Decoding,
     argmax_accuracy,
     choice_requests,
@@ -42,11 +43,10 @@ from calibft.evals.tinybench import (
     summarize,
     winogrande_messages,
 )
-from calibft.generation import decode, stop_token_ids
-from calibft.io import read_jsonl, write_jsonl
-from calibft.jobs import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
-from calibft.models import load_model, load_tokenizer
-from calibft.protocol import resolve
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.lm.generation import decode, stop_token_ids
+from calibft.lm.models import load_model, load_tokenizer
+from calibft.pipeline.jobs import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 
 # What transformers 4.57.6 ran for the release's requests (tests/fixtures/generation_defaults/make_fixture.py).
 GENERATION_DEFAULTS = {
@@ -363,15 +363,15 @@ def test_choice_requests_of_the_other_tasks():
 
 
 def test_task_table():
-    assert list(TASKS) == ["mmlu", "hellaswag", "truthfulqa", "winogrande", "gsm8k"]
-    assert {k: (t.dataset, t.config, t.split) for k, t in TASKS.items()} == {
+    assert list(TINYBENCH_TASKS) == ["mmlu", "hellaswag", "truthfulqa", "winogrande", "gsm8k"]
+    assert {k: (t.dataset, t.config, t.split) for k, t in TINYBENCH_TASKS.items()} == {
         "mmlu": ("tinyBenchmarks/tinyMMLU", "all", "test"),
         "hellaswag": ("tinyBenchmarks/tinyHellaswag", None, "validation"),
         "truthfulqa": ("tinyBenchmarks/tinyTruthfulQA", "multiple_choice", "validation"),
         "winogrande": ("tinyBenchmarks/tinyWinogrande", "winogrande_xl", "validation"),
         "gsm8k": ("tinyBenchmarks/tinyGSM8k", "main", "test"),
     }
-    assert TASKS["gsm8k"].metrics[0] == "strict" and TASKS["hellaswag"].metrics[0] == "acc_norm"
+    assert TINYBENCH_TASKS["gsm8k"].metrics[0] == "strict" and TINYBENCH_TASKS["hellaswag"].metrics[0] == "acc_norm"
     assert STOP_STRINGS == ("Question:", "</s>", "<|im_end|>") and TINYBENCH_MAX_NEW_TOKENS == 256
 
 
@@ -653,7 +653,7 @@ def test_gpirt_json_estimates_every_task_from_its_item_scores(tmp_path, briefly_
     assert result["mean_gpirt"] == pytest.approx(np.mean([t["gpirt"] for t in result["tasks"].values()]))
 
 
-@pytest.mark.parametrize("task", [t for t in TASKS if TASKS[t].loglik])
+@pytest.mark.parametrize("task", [t for t in TINYBENCH_TASKS if TINYBENCH_TASKS[t].loglik])
 def test_run_scores_loglik_items_in_row_order(workdir, tiny, task):
     tokenizer, model = tiny
     rows = ROWS[task]
@@ -672,14 +672,14 @@ def test_run_scores_loglik_items_in_row_order(workdir, tiny, task):
             "score": record["score"],
             **score_choices(task, row, record["logliks"]),
         }
-        assert record["score"] == record[TASKS[task].metrics[0]]
+        assert record["score"] == record[TINYBENCH_TASKS[task].metrics[0]]
     scores = json.loads((workdir / task / "scores.json").read_text())
     assert scores["task"] == task and scores["num_items"] == len(rows)
     assert scores["scores"] == [r["score"] for r in records]
     assert scores["accuracy"] == pytest.approx(np.mean(scores["scores"]))
-    assert set(scores["metrics"]) == set(TASKS[task].metrics)
-    assert scores["metrics"][TASKS[task].metrics[0]]["scores"] == scores["scores"]
-    assert scores["dataset"]["path"] == TASKS[task].dataset and scores["task_file"].endswith(f"{task}.jsonl")
+    assert set(scores["metrics"]) == set(TINYBENCH_TASKS[task].metrics)
+    assert scores["metrics"][TINYBENCH_TASKS[task].metrics[0]]["scores"] == scores["scores"]
+    assert scores["dataset"]["path"] == TINYBENCH_TASKS[task].dataset and scores["task_file"].endswith(f"{task}.jsonl")
 
 
 def test_run_scores_gsm8k_generations(workdir, tiny):

@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from calibft.artifacts.registry import ARTIFACTS, planned, where
-from calibft.config import read_config
-from calibft.granularity import read_costs
-from calibft.grid import prompts
-from calibft.io import read_jsonl
-from calibft.output_space import SpaceSet, build_output_space
-from calibft.trie import TrieSet
+from calibft.core.io import read_jsonl
+from calibft.data.granularity import read_costs
+from calibft.data.grid import prompts
+from calibft.data.output_space import SpaceSet, build_output_space
+from calibft.data.trie import TrieSet
+from calibft.pipeline.config import read_config
 from tests.workflow.runner import REPO, code_blocks, job_counts, snakemake
 
 pytestmark = pytest.mark.workflow

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from calibft.artifacts.registry import where
-from calibft.config import read_config
-from calibft.plan import gpu_hours_by_rule, planned_jobs
+from calibft.pipeline.config import read_config
+from calibft.pipeline.plan import gpu_hours_by_rule, planned_jobs
 from tests.workflow.runner import REPO, code_blocks, job_counts, paper_workflow_in, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -127,7 +127,7 @@ def test_the_world_size_of_a_training_job_is_its_models_gpus(tmp_path):
     one = snakemake(*demo)
     assert (
         '"world_size": 1}' in one.stdout
-        and "calibft.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
+        and "calibft.core.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
     )
 
 
@@ -391,7 +391,7 @@ def test_a_model_added_as_the_readme_shows_plans_its_training_and_evaluation(tmp
 
 
 def test_the_paper_prompts_download_or_say_how_to_provide_them(tmp_path):
-    from calibft.assets import OPEN_ENDED_PROMPTS, sha256_of
+    from calibft.pipeline.assets import OPEN_ENDED_PROMPTS, sha256_of
 
     target = f"resources/{OPEN_ENDED_PROMPTS.filename}"
     result = snakemake(target, "--cores", "1", *paper_workflow_in(tmp_path))
@@ -404,7 +404,7 @@ def test_the_paper_prompts_download_or_say_how_to_provide_them(tmp_path):
 
 
 def test_the_noveltybench_prompts_download_or_say_how_to_provide_them(tmp_path):
-    from calibft.assets import NOVELTYBENCH_PROMPTS
+    from calibft.pipeline.assets import NOVELTYBENCH_PROMPTS
 
     asset = NOVELTYBENCH_PROMPTS["curated"]
     target = f"resources/{asset.filename}"

@@ -1,6 +1,6 @@
 """No secret written: a Hugging Face token in the environment reaches no file the workflow writes.
 
-The workflow reads `HF_TOKEN` (huggingface_hub's `get_token`, calibft.assets) to download gated repositories.
+The workflow reads `HF_TOKEN` (huggingface_hub's `get_token`, calibft.pipeline.assets) to download gated repositories.
 `test_no_file_the_demo_writes_holds_the_token` runs the demo's asset rules with fake tokens set, against a fake
 Hugging Face Hub on localhost (the downloads, their lock files under resources/locks/ and the jobs' logs), plus
 the tiny model's build and one evaluation (a provenance.json, a .gz file), then searches every file the run
@@ -23,7 +23,7 @@ from typing import ClassVar
 import pytest
 import yaml
 
-from calibft.config import read_config
+from calibft.pipeline.config import read_config
 from tests.workflow.runner import REPO, snakemake
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -94,8 +94,8 @@ def test_the_search_finds_a_planted_token_in_plain_gzip_and_zip_files(tmp_path):
 def test_provenance_records_only_the_cpu_pins_of_the_environment(monkeypatch, tmp_path):
     from dataclasses import dataclass
 
-    from calibft.cpu import AVX2_FEATURE_SET
-    from calibft.provenance import provenance
+    from calibft.core.cpu import AVX2_FEATURE_SET
+    from calibft.core.provenance import provenance
 
     tokens = fake_tokens()
     for name, value in tokens.items():
@@ -256,7 +256,7 @@ def test_no_file_the_demo_writes_holds_the_token(tmp_path, fake_hub):
 # The refusal of a gated repository: the error, its chain of causes and the log show no token.
 REFUSED = """
 import logging, traceback
-from calibft import assets
+from calibft.pipeline import assets
 logging.basicConfig(level=logging.DEBUG)  # the hub client's own logging too
 for fetch in (
     lambda: assets.snapshot("fake-org/gated", "main", "out/hf", lock_dir="out/locks"),

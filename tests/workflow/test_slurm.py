@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from calibft.io import read_jsonl
+from calibft.core.io import read_jsonl
 from tests.workflow.conftest import SLURM, DemoRun, require_cluster
 from tests.workflow.runner import REPO, local_rules
 
@@ -164,7 +164,7 @@ class Interruption:
 INTERRUPTIONS = {
     "requeue": Interruption(interrupt=lambda job: subprocess.run(["scontrol", "requeue", job], check=True)),
     "scancel": Interruption(interrupt=lambda job: subprocess.run(["scancel", job], check=True)),
-    # the demo's three epochs: the training rechecks its time limit every 30 s (calibft.time_limit), and the
+    # the demo's three epochs: the training rechecks its time limit every 30 s (calibft.core.time_limit), and the
     # one epoch after step 50 can end before the shortened limit is seen
     "time_limit": Interruption(interrupt=shorten_time_limit, config={"recipes": {"soft": {"epochs": 3}}}),
     "preempted_requeue": Interruption(args=("--set-resources", "train:slurm_partition=requeue"), preempted=True),

@@ -1,0 +1,1 @@
+"""LoRA training with the soft-target (trie KL) and hard-target objectives."""
