@@ -127,7 +127,7 @@ def test_the_world_size_of_a_training_job_is_its_models_gpus(tmp_path):
     one = snakemake(*demo)
     assert (
         '"world_size": 1}' in one.stdout
-        and "calibft.core.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
+        and "calibft.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
     )
 
 
