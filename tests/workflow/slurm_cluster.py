@@ -204,6 +204,9 @@ def start(folder: Path, cpus: int | None = None, mem_mb: int | None = None) -> S
         f"RealMemory={mem_mb} Gres=gpu:a100:{GPUS} Feature=a100 State=UNKNOWN\n"
         for node in NODES
     )
+    # KillWait: the seconds from SIGTERM to SIGKILL when Slurm ends a job. The SIGTERM reaches Snakemake's job
+    # process, not the training under it, which trains on until the SIGKILL: a short wait keeps a test's
+    # interrupted run (seconds an epoch) from training to its end after the interruption
     _write(
         folder / "etc" / "slurm.conf",
         f"""ClusterName=calibft
@@ -230,7 +233,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
-KillWait=10
+KillWait=1
 MinJobAge=300
 ReturnToService=2
 AccountingStoreFlags=job_comment

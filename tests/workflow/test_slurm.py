@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from calibft.core.io import read_jsonl
+from calibft.core.time_limit import RECHECK_S
 from tests.workflow.conftest import SLURM, DemoRun, require_cluster
 from tests.workflow.runner import REPO, local_rules
 
@@ -86,9 +87,16 @@ def test_the_training_jobs_asked_slurm_for_their_gpus_and_got_them(slurm_demo):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Interrupted training: the demo's soft adapter trained again through profiles/slurm in copies of the demo's folder,
-# for one epoch instead of three (249 steps, not 747: `SHORTER`) but for the time limit's case, all at once, each
-# interrupted by the cluster after its first checkpoint (step 50), and each compared with the run that nothing
-# interrupts (`REFERENCE`; the demo for the time limit's case).
+# for one epoch instead of three (249 steps, not 747: `SHORTER`), all at once, each interrupted by the cluster after
+# its first checkpoint (step 50), and each compared with the run that nothing interrupts (`REFERENCE`).
+#
+# The tiny model trains an epoch in seconds on an idle machine, so a test that only watched the checkpoints could
+# interrupt too late. The test therefore freezes each interrupted run's training (the cgroup freezer of its job's
+# steps, which the test cluster's proctrack/cgroup keeps) whenever it reads the run's checkpoint, lets it train
+# `SLICE_S` between two reads, and interrupts it frozen. Slurm thaws the steps of a job as it ends it, and the
+# training goes on until the SIGKILL, the cluster's KillWait (1 s) after: an interrupted run trains a few seconds
+# at most past step 50, however loaded the machine is. (`scontrol suspend` takes seconds, and Slurm holds a job
+# requeued while suspended.)
 
 
 @dataclass
@@ -146,6 +154,24 @@ def train_again(demo: DemoRun, workdir: Path, args: tuple[str, ...], config: dic
     return Run(workdir, process, output_file)
 
 
+SLICE_S = 1.0  # how long an interrupted run trains between two reads of its checkpoint
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def set_frozen(job: str, frozen: bool) -> None:
+    """Freeze or thaw the processes of a Slurm job's steps (srun's: Snakemake's job and the training, not the
+    batch script and not Slurm's step daemons); a job without a running step is left as it is."""
+    state = "FROZEN" if frozen else "THAWED"
+    for step in FREEZER.glob(f"slurm_*/uid_*/job_{job}/step_[0-9]*"):
+        try:
+            (step / "freezer.state").write_text(state)
+            settled = time.monotonic() + 5
+            while (step / "freezer.state").read_text().strip() != state and time.monotonic() < settled:
+                time.sleep(0.01)
+        except OSError:
+            pass  # the step ended meanwhile
+
+
 def shorten_time_limit(job: str) -> None:
     """Leave the job 3 minutes: less than the 10 of `training.stop_before_time_limit`, more than a checkpoint."""
     elapsed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True).stdout.strip()
@@ -157,16 +183,17 @@ def shorten_time_limit(job: str) -> None:
 class Interruption:
     args: tuple[str, ...] = ()  # Snakemake's, before the demo's
     config: dict | None = None  # over the demo's configuration
-    interrupt: Callable[[str], object] | None = None  # done to the Slurm job once step 50 is checkpointed
+    interrupt: Callable[[str], object] | None = None  # done to the frozen Slurm job once step 50 is checkpointed
+    # how long the job stays frozen after `interrupt` at most (Slurm thaws a job it ends)
+    frozen_s: float = 60.0
     preempted: bool = False  # preempted by a job of partition `urgent`, on the preemptible node
 
 
 INTERRUPTIONS = {
     "requeue": Interruption(interrupt=lambda job: subprocess.run(["scontrol", "requeue", job], check=True)),
     "scancel": Interruption(interrupt=lambda job: subprocess.run(["scancel", job], check=True)),
-    # the demo's three epochs: the training rechecks its time limit every 30 s (calibft.core.time_limit), and the
-    # one epoch after step 50 can end before the shortened limit is seen
-    "time_limit": Interruption(interrupt=shorten_time_limit, config={"recipes": {"soft": {"epochs": 3}}}),
+    # frozen past the training's next look at its time limit (every RECHECK_S), which then sees it
+    "time_limit": Interruption(interrupt=shorten_time_limit, frozen_s=RECHECK_S + 1),
     "preempted_requeue": Interruption(args=("--set-resources", "train:slurm_partition=requeue"), preempted=True),
     "preempted_cancel": Interruption(args=("--set-resources", "train:slurm_partition=cancel"), preempted=True),
     # not interrupted: a site that wants GRES and a node feature instead of --gpus (profiles/slurm/config.yaml)
@@ -184,34 +211,41 @@ INTERRUPTIONS = {
 @pytest.fixture(scope="module")
 def interrupted(slurm_demo, tmp_path_factory) -> dict[str, tuple[Run, int]]:
     """{interruption: (its run, Snakemake's exit status)}: every run started at once, each interrupted once it has
-    checkpointed step 50, the two preempted ones by one job that needs the GPUs of both."""
+    checkpointed step 50, the two preempted ones by one job that needs the GPUs of both (the first to reach step
+    50 waits frozen for the other)."""
     runs = {
         name: train_again(slurm_demo, tmp_path_factory.mktemp(name), case.args, case.config)
         for name, case in INTERRUPTIONS.items()
     }
     waiting = {name for name, case in INTERRUPTIONS.items() if case.interrupt}
     preempted = {name for name, case in INTERRUPTIONS.items() if case.preempted}
+    thaw: dict[str, float] = {}  # interrupted jobs, frozen: when the test thaws each
     deadline = time.monotonic() + 1200
-    while waiting or preempted:
-        for name in sorted(waiting):
+    while waiting or preempted or thaw:
+        jobs = {name: runs[name].slurm_jobs()[-1] for name in waiting | preempted if runs[name].slurm_jobs()}
+        for job in jobs.values():
+            set_frozen(job, True)
+        for name in sorted(waiting & jobs.keys()):
             if runs[name].checkpointed(50):
-                INTERRUPTIONS[name].interrupt(runs[name].slurm_jobs()[-1])
+                INTERRUPTIONS[name].interrupt(jobs[name])
+                thaw[jobs[name]] = time.monotonic() + INTERRUPTIONS[name].frozen_s
                 waiting.remove(name)
-        if preempted and all(runs[name].checkpointed(50) for name in preempted):
-            urgent = [
-                "sbatch",
-                "--partition=urgent",
-                "--gpus=a100:4",
-                "--mem=100",
-                "--output=/dev/null",
-                "--wrap=sleep 2",
-            ]
-            subprocess.run(urgent, check=True, capture_output=True)
+        ready = {name for name in preempted & jobs.keys() if runs[name].checkpointed(50)}
+        if preempted and ready == preempted:
+            urgent = ["sbatch", "--partition=urgent", "--gpus=a100:4", "--mem=100", "--output=/dev/null"]
+            subprocess.run([*urgent, "--wrap=sleep 2"], check=True, capture_output=True)
+            thaw |= {jobs[name]: time.monotonic() + INTERRUPTIONS[name].frozen_s for name in preempted}
             preempted = set()
+        for name in (waiting | preempted) - ready:
+            if name in jobs:
+                set_frozen(jobs[name], False)
+        for job in [job for job, when in thaw.items() if time.monotonic() >= when]:
+            set_frozen(job, False)
+            del thaw[job]
         ended = [name for name in waiting | preempted if runs[name].process.poll() is not None]
         if ended or time.monotonic() > deadline:
             pytest.fail(f"{ended or sorted(waiting | preempted)} ended or never reached step 50 uninterrupted")
-        time.sleep(0.5)
+        time.sleep(SLICE_S)
     statuses = {}
     for name, run in runs.items():
         try:
@@ -269,11 +303,11 @@ def test_a_cancelled_training_job_is_resubmitted_and_resumes_to_the_same_adapter
 
 def test_a_training_job_near_its_time_limit_checkpoints_stops_and_resumes_to_the_same_adapter(interrupted, slurm_demo):
     run, status = interrupted["time_limit"]
-    assert_trained_as(run, status, slurm_demo.workdir)
+    assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     first, _ = run.slurm_jobs()
     assert sacct(["State"], f"--jobs={first}")[0]["State"] == "FAILED"  # it stopped itself: no TIMEOUT
-    stopped = int(re.search(r"stopped after step (\d+) of 747", run.log)[1])
-    assert [a["resumed_at_step"] for a in run.attempts()] == [0, stopped]
+    stopped = int(re.search(r"stopped after step (\d+) of 249", run.log)[1])
+    assert [a["resumed_at_step"] for a in run.attempts()] == [0, stopped] and stopped >= 50
 
 
 def test_a_site_may_ask_for_gres_and_a_node_feature_instead_of_gpus(interrupted, slurm_demo):
