@@ -12,6 +12,7 @@ from pathlib import Path
 from calibft.artifacts import reference, reproduction
 from calibft.artifacts.registry import ARTIFACTS
 from calibft.core import cpu
+from calibft.core.repository import REFERENCE
 from calibft.data.grid import SPLITS, prompts, select
 from calibft.data.output_space import spaces_for_prompts
 from calibft.evals import gpirt
@@ -176,7 +177,7 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 
 def _reference(args: argparse.Namespace) -> None:
     if args.record is not None:
-        paper = reference.read_csv_file(reference.REPOSITORY / "reference" / "paper.csv")
+        paper = reference.read_csv_file(REFERENCE / "paper.csv")
         names = [row.name for row in reference.compared_rows(ARTIFACTS, list(paper))]
         sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))
         if args.machine is not None:

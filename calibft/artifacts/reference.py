@@ -24,7 +24,6 @@ from pathlib import Path
 
 from calibft.artifacts.registry import Artifact, table_name
 
-REPOSITORY = Path(__file__).resolve().parents[2]  # reference/paper.csv is in its `reference/` folder
 CONDITIONS = ("Base", "Soft", "Hard", "SSOT")
 ARROWS = ("↓", "↑")
 MISSING = "---"

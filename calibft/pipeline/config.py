@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
+from calibft.core.repository import REPOSITORY
 from calibft.data.grid import prompts
 
 SCHEMA = "schemas/config.schema.yaml"
-REPOSITORY = Path(__file__).resolve().parents[2]  # the workflow's folder, against which a config's `base` is read
 
 
 def merged(defaults: dict, settings: dict) -> dict:

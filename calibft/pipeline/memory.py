@@ -44,7 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-REFERENCE = Path(__file__).resolve().parents[2] / "reference"
+from calibft.core.repository import REFERENCE
+
 CHECKPOINTS = REFERENCE / "checkpoints"
 EVALUATORS = REFERENCE / "evaluators"  # config.json of NoveltyBench's reward model and similarity classifier
 EVALUATOR_MODELS = ("reward_model", "classifier")  # keys of evaluation.noveltybench.evaluators
