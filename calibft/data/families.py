@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from scipy import stats
+from typing import TYPE_CHECKING
 
 from calibft.core.cpu import warn_if_numpy_runs_avx512_kernels
+
+if TYPE_CHECKING:
+    from scipy import stats
 
 Params = Mapping[str, float]
 INF = math.inf
@@ -33,7 +35,10 @@ class Family:
 
     @property
     def distribution(self) -> stats.rv_continuous | stats.rv_discrete:
-        """The SciPy distribution, not frozen."""
+        """The SciPy distribution, not frozen. scipy.stats is imported here, not with the module: the workflow's
+        planner reads the table in every job and takes a second to import it."""
+        from scipy import stats
+
         return getattr(stats, self.scipy_name)
 
     def law(self, params: Params):
