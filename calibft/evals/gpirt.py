@@ -44,7 +44,7 @@ The k-th scenario of an entry (in `scenarios_position` order) owns `seen_example
 Leaderboard scenarios (truthfulqa, gsm8k, winogrande, arc, hellaswag, then mmlu); MMLU is estimated from the
 'mmlu' entry, whose single scenario 'mmlu' has the 57 subjects as subscenarios.
 
-Assumptions (the pinned pickle cannot be read here: the network is unreachable):
+Assumptions about the pinned file, which its loading checks or tolerates:
 - Scenario names: current upstream code looks 'lb' scenarios up by 'truthfulqa', 'gsm8k', 'winogrande', 'arc',
   'hellaswag', while the upstream README of an earlier version shows 'harness_truthfulqa_mc_0' for TruthfulQA.
   `PARAMS_ENTRIES` therefore lists accepted names per task, and the first one present in the entry is used.
