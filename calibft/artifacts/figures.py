@@ -120,12 +120,13 @@ def bar_panels(n_panels: int, columns: int, labels: Sequence[str], n_bars: int) 
 
 def save_figure(figure, name: str, directory: str | Path) -> list[Path]:
     """Write `figure` as `{directory}/{name}.pdf` and `.png`; returns both paths. PDFs embed TrueType fonts
-    (Type 42), which conference checks accept, instead of matplotlib's default Type 3."""
+    (Type 42), which conference checks accept, instead of matplotlib's default Type 3, and no creation date, so
+    that the same results give the same bytes."""
     paths = []
-    for suffix in ("pdf", "png"):
+    for suffix, metadata in (("pdf", {"CreationDate": None}), ("png", {})):
         path = Path(directory) / f"{name}.{suffix}"
         with atomic_path(path) as tmp, plt.rc_context({"pdf.fonttype": 42}):
-            figure.savefig(tmp, format=suffix, dpi=150, bbox_inches="tight")
+            figure.savefig(tmp, format=suffix, dpi=150, bbox_inches="tight", metadata=metadata)
         paths.append(path)
     plt.close(figure)
     return paths
