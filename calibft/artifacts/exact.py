@@ -18,20 +18,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from calibft.artifacts.runs import condition_sentence, conditions_of, read_runs_by_split, titles
-from calibft.artifacts.structured import (
-    PANEL_TITLES,
+from calibft.artifacts.figures import PANEL_TITLES, W1_CLIP, condition_colors
+from calibft.artifacts.formats import format_decimals, format_kl, format_w1
+from calibft.artifacts.runs import (
     SPLITS,
-    W1_CLIP,
-    Metrics,
+    Runs,
     aggregates,
-    condition_colors,
-    format_decimals,
-    format_kl,
-    format_w1,
-    grouped_table,
+    condition_sentence,
+    conditions_of,
+    read_runs_by_split,
+    titles,
 )
-from calibft.artifacts.tables import Table
+from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
 from calibft.core.io import read_runs
 from calibft.evals.metrics import SPREAD_LEVEL
@@ -50,7 +48,7 @@ def format_mass(value: float) -> str:
 
 
 def exact_table(
-    metrics: Metrics,
+    metrics: Runs,
     split: str,
     model_titles: Mapping[str, str],
     condition_titles: Mapping[str, str],
@@ -99,7 +97,7 @@ def _points(runs: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray, 
 
 
 def exact_figure(
-    metrics_by_split: Mapping[str, Metrics],
+    metrics_by_split: Mapping[str, Runs],
     model_titles: Mapping[str, str],
     condition_titles: Mapping[str, str],
     conditions: Sequence[str] | None = None,
