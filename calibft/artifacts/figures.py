@@ -1,4 +1,5 @@
-"""Figures: each saved as `{name}.pdf` (for the paper) and `{name}.png` (for a person), atomically."""
+"""Figures: each saved as `{name}.pdf` (for the paper) and `{name}.png` (for a person), atomically; the bar
+charts' building blocks (`grouped_bars`, `bar_panels`) and the colour of each condition (`condition_colors`)."""
 
 from __future__ import annotations
 

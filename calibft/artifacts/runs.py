@@ -1,7 +1,9 @@
 """What every table and figure does with the runs it reads: `runs[model][condition]` mappings (a metrics.json or
-summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats, their
-bootstrap intervals (a run's own, or a mean's over models from the runs' paired replicates), and the sentence of
-a caption that says what each condition is."""
+summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats
+(`number`; TOLERANCE: how far a stored number may be from a renderer's recomputation of it), models × conditions
+frames of their values (`aggregates` of one split's runs, `value_frame` of any cell), their bootstrap intervals
+(a run's own, or a mean's over models from the runs' paired replicates), and the sentence of a caption that says
+what each condition is."""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ A table is a DataFrame plus how to present it (`Table`). Cells hold plain values
 fine: the `.tex` writer turns them into LaTeX, and escapes LaTeX's special characters). The frame's index
 is not written: `reset_index()` first to show it. Columns may have two levels (a `MultiIndex`): the `.tex`
 spans each group with a `\\multicolumn` and a rule under it, the `.csv` and `.md` join the levels with " / ".
+
+`grouped_table` builds the renderers' common layout: one row per model, one column group per metric, one column
+per condition, the best cell of each group bold (`best_cells`).
 """
 
 from __future__ import annotations
