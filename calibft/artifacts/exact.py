@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from calibft.artifacts.figures import PANEL_TITLES, W1_CLIP, condition_colors
-from calibft.artifacts.formats import format_decimals, format_kl, format_w1
+from calibft.artifacts.formats import format_kl, format_three, format_w1
 from calibft.artifacts.runs import (
     SPLITS,
     Runs,
@@ -41,12 +41,6 @@ KL_SEQUENCES_GROUP = "KL sequences ↓"
 MASS_GROUP = "Mass on space ↑"
 
 
-def format_mass(value: float) -> str:
-    """A probability: `0.245`; below what three decimals resolve, `1.01e-05` (a base model's mass can be that
-    small, and a percentage would print every such cell as 0.0%)."""
-    return format_decimals(value, 3)
-
-
 def exact_table(
     metrics: Runs,
     split: str,
@@ -62,7 +56,7 @@ def exact_table(
         W1_GROUP[split]: ("w1_norm", format_w1, True),
         KL_SPACE_GROUP: ("kl_on_space", format_kl, True),
         KL_SEQUENCES_GROUP: ("kl_sequences", format_kl, True),
-        MASS_GROUP: ("mass", format_mass, False),
+        MASS_GROUP: ("mass", format_three, False),
     }
     groups = [
         (group, aggregates(metrics, key, split, conditions, evaluation=EVALUATION), fmt, lowest)

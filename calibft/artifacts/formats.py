@@ -1,6 +1,6 @@
 """How the tables and captions print numbers and counts: the paper's rounding per metric (`format_w1`,
-`format_kl`, `format_rate`, `format_decimals`, `format_fixed`), any number in a few significant digits
-(`format_number`) and small counts as words (`count_words`)."""
+`format_kl`, `format_three`, `format_rate`, `format_decimals`, `format_fixed`), any number in a few
+significant digits (`format_number`) and small counts as words (`count_words`)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,13 @@ def format_w1(value: float) -> str:
 
 def format_kl(value: float) -> str:
     return format_decimals(value, 2)
+
+
+def format_three(value: float) -> str:
+    """Three decimals, trailing zeros dropped (`0.374`, `0.24`, `2`); below what three decimals resolve,
+    `1.01e-05` (a base model's mass on the space can be that small, and a percentage would print it as 0.0%).
+    TV, NoveltyBench utility and distinct counts, gp-IRT, bits per byte and probability mass."""
+    return format_decimals(value, 3)
 
 
 def format_rate(value: float) -> str:

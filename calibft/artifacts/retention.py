@@ -43,7 +43,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, condition_colors, grouped_bars, panel_label_rotation
-from calibft.artifacts.formats import count_words, format_decimals, format_fixed
+from calibft.artifacts.formats import count_words, format_fixed, format_three
 from calibft.artifacts.runs import (
     TOLERANCE,
     condition_sentence,
@@ -91,22 +91,12 @@ LOG_RANGE = 10.0  # a perplexity figure whose largest value is this many times i
 # ---------------------------------------------------------------------------------------------- formats
 
 
-def format_gpirt(value: float) -> str:
-    """gp-IRT as the paper prints it: three decimals, trailing zeros dropped (`0.302`, `0.36`)."""
-    return format_decimals(value, 3)
-
-
 def format_perplexity(value: float) -> str:
     """Perplexity: two decimals, trailing zeros dropped (`19.73`, `15.5`, `12`), never scientific."""
     return format_fixed(value, 2)
 
 
-def format_bpb(value: float) -> str:
-    """Bits per byte: three decimals, trailing zeros dropped (`0.998`, `0.99`, `1.05`)."""
-    return format_decimals(value, 3)
-
-
-METRIC_FORMATS: dict[str, Callable[[float], str]] = {"perplexity": format_perplexity, "bits_per_byte": format_bpb}
+METRIC_FORMATS: dict[str, Callable[[float], str]] = {"perplexity": format_perplexity, "bits_per_byte": format_three}
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -327,7 +317,7 @@ def retention_transfer_table(
         "each metric; --- marks a missing run."
     )
     groups = [
-        (GPIRT_GROUP, gpirt.mean, format_gpirt, False),
+        (GPIRT_GROUP, gpirt.mean, format_three, False),
         (METRIC_GROUPS["perplexity"], pal.pooled["perplexity"], format_perplexity, True),
     ]
     intervals = {
@@ -370,7 +360,7 @@ def retention_table(
         f"better throughout. {condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
-    groups = [(GPIRT_GROUP, values, format_gpirt, False)]
+    groups = [(GPIRT_GROUP, values, format_three, False)]
     table = grouped_table(groups, {}, condition_titles, "tab:retention-summary", caption, {GPIRT_GROUP: spans})
     shaded = [False] * len(per_model) + [True] * len(per_task)
     return _with_first_column(dataclasses.replace(table, wide=False), "Model / Task", shaded)

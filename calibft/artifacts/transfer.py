@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibft.artifacts.formats import format_decimals, format_fixed, format_rate
+from calibft.artifacts.formats import format_fixed, format_rate, format_three
 from calibft.artifacts.runs import (
     TOLERANCE,
     Interval,
@@ -79,11 +79,6 @@ QUALITATIVE_CONDITIONS = ("base", "soft", "hard")
 def format_support(value: float) -> str:
     """A mean support size as the paper prints it: one decimal, `.0` dropped (`711.2`, `45`)."""
     return format_fixed(value, 1)
-
-
-def format_three(value: float) -> str:
-    """TV, utility and mean distinct count: three decimals, trailing zeros dropped (`0.374`, `0.24`, `2`)."""
-    return format_decimals(value, 3)
 
 
 # ---------------------------------------------------------------------------------------------- data
