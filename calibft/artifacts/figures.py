@@ -30,7 +30,7 @@ CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
 # Normalized W₁ is in units of the target's Q95-Q05 width: beyond 100 widths a sample set is simply broken,
 # and drawing 1e223 on the same axis as 0.05 would flatten every other bar.
 W1_CLIP = 100.0
-PANEL_TITLES = {"ood": "Held-out families (OOD)", "unseen": "Unseen parameters"}  # a split's panel
+PANEL_TITLES = {"ood": "Held-out families (OOD)", "unseen": "Unseen parameters"}  # the title of a split's panel
 
 
 def plain_log_ticks(axis, decades: float = 1.0) -> None:
