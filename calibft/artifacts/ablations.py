@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from calibft.artifacts.runs import read_runs_by_split
-from calibft.artifacts.structured import aggregate_intervals, aggregates, best_cells, format_w1
-from calibft.artifacts.tables import Table
+from calibft.artifacts.formats import format_w1
+from calibft.artifacts.runs import aggregate_intervals, aggregates, read_runs_by_split
+from calibft.artifacts.tables import Table, best_cells
 
 SPLIT_COLUMNS = {"ood": "OOD W₁ ↓", "unseen": "Unseen W₁ ↓"}
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibft.artifacts.tables import Table, format_number
+from calibft.artifacts.formats import format_number
+from calibft.artifacts.tables import Table
 from calibft.data.families import FAMILIES
 from calibft.data.grid import OOD_PARAMS, TRAIN_AXES, UNSEEN_PARAMS, prompts
 from calibft.data.output_space import QUANTILE_RANGE

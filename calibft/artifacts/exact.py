@@ -18,20 +18,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from calibft.artifacts.runs import condition_sentence, conditions_of, read_runs_by_split, titles
-from calibft.artifacts.structured import (
-    PANEL_TITLES,
+from calibft.artifacts.figures import PANEL_TITLES, W1_CLIP, condition_colors
+from calibft.artifacts.formats import format_kl, format_three, format_w1
+from calibft.artifacts.runs import (
     SPLITS,
-    W1_CLIP,
-    Metrics,
+    Runs,
     aggregates,
-    condition_colors,
-    format_decimals,
-    format_kl,
-    format_w1,
-    grouped_table,
+    condition_sentence,
+    conditions_of,
+    read_runs_by_split,
+    titles,
 )
-from calibft.artifacts.tables import Table
+from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
 from calibft.core.io import read_runs
 from calibft.evals.metrics import SPREAD_LEVEL
@@ -43,14 +41,8 @@ KL_SEQUENCES_GROUP = "KL sequences ↓"
 MASS_GROUP = "Mass on space ↑"
 
 
-def format_mass(value: float) -> str:
-    """A probability: `0.245`; below what three decimals resolve, `1.01e-05` (a base model's mass can be that
-    small, and a percentage would print every such cell as 0.0%)."""
-    return format_decimals(value, 3)
-
-
 def exact_table(
-    metrics: Metrics,
+    metrics: Runs,
     split: str,
     model_titles: Mapping[str, str],
     condition_titles: Mapping[str, str],
@@ -64,7 +56,7 @@ def exact_table(
         W1_GROUP[split]: ("w1_norm", format_w1, True),
         KL_SPACE_GROUP: ("kl_on_space", format_kl, True),
         KL_SEQUENCES_GROUP: ("kl_sequences", format_kl, True),
-        MASS_GROUP: ("mass", format_mass, False),
+        MASS_GROUP: ("mass", format_three, False),
     }
     groups = [
         (group, aggregates(metrics, key, split, conditions, evaluation=EVALUATION), fmt, lowest)
@@ -99,7 +91,7 @@ def _points(runs: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray, 
 
 
 def exact_figure(
-    metrics_by_split: Mapping[str, Metrics],
+    metrics_by_split: Mapping[str, Runs],
     model_titles: Mapping[str, str],
     condition_titles: Mapping[str, str],
     conditions: Sequence[str] | None = None,

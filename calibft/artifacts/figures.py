@@ -1,4 +1,5 @@
-"""Figures: each saved as `{name}.pdf` (for the paper) and `{name}.png` (for a person), atomically."""
+"""Figures: each saved as `{name}.pdf` (for the paper) and `{name}.png` (for a person), atomically; the bar
+charts' building blocks (`grouped_bars`, `bar_panels`) and the colour of each condition (`condition_colors`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ from calibft.core.io import atomic_path, read_jsonl
 LOG_TICKS = (1.0, 2.0, 3.0, 5.0)
 UNDEFINED_HATCH = "////"  # an undefined value: a hatched, unfilled bar
 CLIPPED_HEADROOM = 10**0.9  # room above the ceiling of a log axis for the clipped bars' values
+
+# The same condition has the same colour in every figure; unknown conditions take the next of CYCLE.
+CONDITION_COLORS = {"base": "#8c8c8c", "soft": "#1f77b4", "hard": "#d62728", "ssot": "#2ca02c"}
+CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
+
+# Normalized W₁ is in units of the target's Q95-Q05 width: beyond 100 widths a sample set is simply broken,
+# and drawing 1e223 on the same axis as 0.05 would flatten every other bar.
+W1_CLIP = 100.0
+PANEL_TITLES = {"ood": "Held-out families (OOD)", "unseen": "Unseen parameters"}  # the title of a split's panel
 
 
 def plain_log_ticks(axis, decades: float = 1.0) -> None:
@@ -116,6 +126,12 @@ def bar_panels(n_panels: int, columns: int, labels: Sequence[str], n_bars: int) 
     for ax in axes.flat[n_panels:]:
         ax.set_visible(False)
     return figure, list(axes.flat[:n_panels])
+
+
+def condition_colors(conditions: Sequence[str]) -> dict[str, str]:
+    """A colour per condition: the fixed one of a known condition, the next of CYCLE otherwise."""
+    others = iter(CYCLE * (1 + len(conditions) // len(CYCLE)))
+    return {c: CONDITION_COLORS[c] if c in CONDITION_COLORS else next(others) for c in conditions}
 
 
 def save_figure(figure, name: str, directory: str | Path) -> list[Path]:

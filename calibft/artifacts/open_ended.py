@@ -24,8 +24,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
+from calibft.artifacts.figures import condition_colors
 from calibft.artifacts.runs import titles
-from calibft.artifacts.structured import condition_colors
 from calibft.core.io import read_jsonl, read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json

@@ -42,8 +42,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
-from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
+from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, condition_colors, grouped_bars, panel_label_rotation
+from calibft.artifacts.formats import count_words, format_fixed, format_three
 from calibft.artifacts.runs import (
+    TOLERANCE,
     condition_sentence,
     conditions_of,
     first_seen,
@@ -53,13 +55,9 @@ from calibft.artifacts.runs import (
     number,
     run_intervals,
     titles,
+    value_frame,
 )
-from calibft.artifacts.structured import (
-    condition_colors,
-    format_decimals,
-    grouped_table,
-)
-from calibft.artifacts.tables import Table
+from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
 from calibft.core.io import read_runs
 
@@ -88,28 +86,17 @@ GPIRT_GROUP = "TinyBenchmarks gp-IRT ↑"
 METRIC_GROUPS = {"perplexity": "PALOMA Perplexity ↓", "bits_per_byte": "PALOMA Bits per Byte ↓"}
 METRIC_LABELS = {"perplexity": "perplexity", "bits_per_byte": "bits per byte"}
 LOG_RANGE = 10.0  # a perplexity figure whose largest value is this many times its smallest gets a log axis
-_TOLERANCE = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------- formats
 
 
-def format_gpirt(value: float) -> str:
-    """gp-IRT as the paper prints it: three decimals, trailing zeros dropped (`0.302`, `0.36`)."""
-    return format_decimals(value, 3)
-
-
 def format_perplexity(value: float) -> str:
     """Perplexity: two decimals, trailing zeros dropped (`19.73`, `15.5`, `12`), never scientific."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+    return format_fixed(value, 2)
 
 
-def format_bpb(value: float) -> str:
-    """Bits per byte: three decimals, trailing zeros dropped (`0.998`, `0.99`, `1.05`)."""
-    return format_decimals(value, 3)
-
-
-METRIC_FORMATS: dict[str, Callable[[float], str]] = {"perplexity": format_perplexity, "bits_per_byte": format_bpb}
+METRIC_FORMATS: dict[str, Callable[[float], str]] = {"perplexity": format_perplexity, "bits_per_byte": format_three}
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -120,7 +107,7 @@ def _agrees(stored: Any, recomputed: float) -> bool:
     stored = number(stored)
     if math.isnan(stored) or math.isnan(recomputed):
         return math.isnan(stored) and math.isnan(recomputed)
-    return math.isclose(stored, recomputed, rel_tol=_TOLERANCE, abs_tol=1e-12)
+    return math.isclose(stored, recomputed, rel_tol=TOLERANCE, abs_tol=1e-12)
 
 
 def _check_slot(run: Mapping[str, Any], model: str, condition: str, where: str) -> None:
@@ -219,13 +206,6 @@ def paloma_numbers(run: Mapping[str, Any], where: str = "paloma") -> dict[str, A
     return {"slices": per_slice, "pooled": _totals_metrics(pooled_sums, f"{where}/pooled")}
 
 
-def _frame(rows: Sequence[str], conditions: Sequence[str], cell: Callable[[str, str], float]) -> pd.DataFrame:
-    """rows × conditions of `cell(row, condition)`, as floats (NaN where undefined)."""
-    return pd.DataFrame(
-        [[cell(r, c) for c in conditions] for r in rows], index=list(rows), columns=list(conditions), dtype=float
-    )
-
-
 @dataclasses.dataclass(frozen=True)
 class _Gpirt:
     tasks: list[str]
@@ -238,10 +218,10 @@ def _gpirt(tinybench: Runs, models: Sequence[str], conditions: Sequence[str]) ->
     tasks = _same_names({key: list(scores) for key, (scores, _) in numbers.items()}, "TinyBenchmarks tasks")
     nan = ({}, math.nan)
     per_task = {
-        task: _frame(models, conditions, lambda m, c, task=task: numbers.get((m, c), nan)[0].get(task, math.nan))
+        task: value_frame(models, conditions, lambda m, c, task=task: numbers.get((m, c), nan)[0].get(task, math.nan))
         for task in tasks
     }
-    mean = _frame(models, conditions, lambda m, c: numbers.get((m, c), nan)[1])
+    mean = value_frame(models, conditions, lambda m, c: numbers.get((m, c), nan)[1])
     return _Gpirt(tasks, per_task, mean)
 
 
@@ -264,13 +244,14 @@ def _paloma(paloma: Runs, models: Sequence[str], conditions: Sequence[str]) -> _
 
     per_slice = {
         metric: {
-            name: _frame(models, conditions, lambda m, c, metric=metric, name=name: value(m, c, metric, name))
+            name: value_frame(models, conditions, lambda m, c, metric=metric, name=name: value(m, c, metric, name))
             for name in slices
         }
         for metric in METRICS
     }
     pooled = {
-        metric: _frame(models, conditions, lambda m, c, metric=metric: value(m, c, metric, None)) for metric in METRICS
+        metric: value_frame(models, conditions, lambda m, c, metric=metric: value(m, c, metric, None))
+        for metric in METRICS
     }
     return _Paloma(slices, per_slice, pooled)
 
@@ -296,14 +277,9 @@ def _mean_over_models(frames: Mapping[str, pd.DataFrame], titles: Mapping[str, s
 # ---------------------------------------------------------------------------------------------- text
 
 
-def _count_words(n: int) -> str:
-    words = "zero one two three four five six seven eight nine ten eleven twelve".split()
-    return words[n] if n < len(words) else str(n)
-
-
 def _the_models(n: int) -> str:
     """`the one evaluated model`, `both evaluated models`, `all twelve evaluated models`."""
-    return {1: "the one evaluated model", 2: "both evaluated models"}.get(n, f"all {_count_words(n)} evaluated models")
+    return {1: "the one evaluated model", 2: "both evaluated models"}.get(n, f"all {count_words(n)} evaluated models")
 
 
 def _with_first_column(table: Table, title: str, shaded: Sequence[bool] | None = None) -> Table:
@@ -336,12 +312,12 @@ def retention_transfer_table(
     tasks = join_words([TASK_TITLES[t] for t in gpirt.tasks]) or "TinyBenchmarks tasks"
     caption = (
         f"Retention summary. TinyBenchmarks gp-IRT (the mean over {tasks}) measures downstream retention; "
-        f"PALOMA perplexity (over the {_count_words(len(pal.slices))} evaluation slices pooled) measures held-out "
+        f"PALOMA perplexity (over the {count_words(len(pal.slices))} evaluation slices pooled) measures held-out "
         f"language-model fit. {condition_sentence(conditions, condition_titles)} Bold denotes the best value for "
         "each metric; --- marks a missing run."
     )
     groups = [
-        (GPIRT_GROUP, gpirt.mean, format_gpirt, False),
+        (GPIRT_GROUP, gpirt.mean, format_three, False),
         (METRIC_GROUPS["perplexity"], pal.pooled["perplexity"], format_perplexity, True),
     ]
     intervals = {
@@ -379,12 +355,12 @@ def retention_table(
     )
     caption = (
         "Retention results measured by TinyBenchmarks aggregate gp-IRT. The upper rows report one row per model, "
-        f"averaging across the {_count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
+        f"averaging across the {count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
         f"report one row per task, averaging across {_the_models(len(models))}. Higher is "
         f"better throughout. {condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
-    groups = [(GPIRT_GROUP, values, format_gpirt, False)]
+    groups = [(GPIRT_GROUP, values, format_three, False)]
     table = grouped_table(groups, {}, condition_titles, "tab:retention-summary", caption, {GPIRT_GROUP: spans})
     shaded = [False] * len(per_model) + [True] * len(per_task)
     return _with_first_column(dataclasses.replace(table, wide=False), "Model / Task", shaded)
@@ -404,7 +380,7 @@ def paloma_model_table(
     pal = _paloma(paloma, models, conditions)
     caption = (
         "PALOMA aggregate results by model. Each row corresponds to one model and aggregates over the "
-        f"{_count_words(len(pal.slices))} PALOMA evaluation slices: perplexity and bits per byte of the summed "
+        f"{count_words(len(pal.slices))} PALOMA evaluation slices: perplexity and bits per byte of the summed "
         "token negative log-likelihood, scored tokens and bytes. Lower is better for both metrics. "
         f"{condition_sentence(conditions, condition_titles)} Bold values denote the best reported result for "
         "each metric; --- marks a missing run."

@@ -1,7 +1,9 @@
 """What every table and figure does with the runs it reads: `runs[model][condition]` mappings (a metrics.json or
-summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats, their
-bootstrap intervals (a run's own, or a mean's over models from the runs' paired replicates), and the sentence of
-a caption that says what each condition is."""
+summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats
+(`number`; TOLERANCE: how far a stored number may be from a renderer's recomputation of it), models × conditions
+frames of their values (`aggregates` of one split's runs, `value_frame` of any cell), their bootstrap intervals
+(a run's own, or a mean's over models from the runs' paired replicates), and the sentence of a caption that says
+what each condition is."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from calibft.core.io import read_runs
 from calibft.evals.bootstrap import paired_draws, percentile_interval
 
 Runs = Mapping[str, Mapping[str, Any]]  # model -> condition -> one run's JSON
+SPLITS = ("ood", "unseen")  # the splits of the structured-sampling evaluations, in the order they are shown
+TOLERANCE = 1e-9  # relative: how far a stored number may be from its recomputation
 CONDITION_TEXT = {
     "base": "denotes the original checkpoint",
     "soft": "the soft-target Calibration Fine-Tuning checkpoint",
@@ -29,6 +33,13 @@ def number(value: Any) -> float:
         return math.nan
     value = float(value)
     return value if math.isfinite(value) else math.nan
+
+
+def value_frame(rows: Sequence[str], conditions: Sequence[str], cell: Callable[[str, str], float]) -> pd.DataFrame:
+    """rows × conditions of `cell(row, condition)`, as floats (NaN where undefined)."""
+    return pd.DataFrame(
+        [[cell(r, c) for c in conditions] for r in rows], index=list(rows), columns=list(conditions), dtype=float
+    )
 
 
 Interval = list[float] | None  # [low, high], or None where a cell has none
@@ -60,6 +71,51 @@ def mean_interval(runs: Runs, models: Sequence[str], condition: str, key: str) -
     blocks = [(runs.get(m, {}).get(condition) or {}).get("intervals") for m in models]
     draws = paired_draws(blocks, key)
     return None if draws is None else percentile_interval(draws.mean(axis=0), blocks[0]["level"])
+
+
+def check_run(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> Mapping[str, Any]:
+    """The run itself, after making sure that it is the split and evaluation the caller asked for: a run of the
+    other split in the wrong slot would otherwise print plausible but wrong numbers."""
+    if run.get("split") != split or run.get("evaluation") != evaluation:
+        raise ValueError(
+            f"{where}: expected a {evaluation!r} evaluation of split {split!r}, "
+            f"got {run.get('evaluation')!r} of {run.get('split')!r}"
+        )
+    return run
+
+
+def _per_run(
+    metrics: Runs,
+    split: str,
+    conditions: Sequence[str],
+    evaluation: str,
+    read: Callable[[Mapping[str, Any]], Any],
+    missing: Any,
+    dtype: type,
+) -> pd.DataFrame:
+    """models × conditions: `read` of each run (checked to be `evaluation` of `split`), `missing` where not run."""
+    rows = {}
+    for model, runs in metrics.items():
+        checked = {
+            c: check_run(runs[c], split, evaluation, f"{model}/{c}") for c in conditions if runs.get(c) is not None
+        }
+        rows[model] = [read(checked[c]) if c in checked else missing for c in conditions]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=dtype)
+
+
+def aggregates(
+    metrics: Runs, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
+) -> pd.DataFrame:
+    """models × conditions: the aggregate `key` of each run; NaN where undefined or not run."""
+    return _per_run(metrics, split, conditions, evaluation, lambda run: number(run["aggregate"][key]), math.nan, float)
+
+
+def aggregate_intervals(
+    metrics: Runs, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
+) -> pd.DataFrame:
+    """models × conditions: the bootstrap interval [low, high] of each run's aggregate `key` (metrics.json's
+    `intervals`); None where the run has none or was not run."""
+    return _per_run(metrics, split, conditions, evaluation, lambda run: run.get("intervals", {}).get(key), None, object)
 
 
 def first_seen(*mappings: Mapping[str, Any]) -> list[str]:

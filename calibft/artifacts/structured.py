@@ -31,9 +31,29 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from calibft.artifacts.config_tables import SYMBOLS
-from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, grouped_bars, panel_label_rotation
-from calibft.artifacts.runs import condition_sentence, conditions_of, first_seen, number, read_runs_by_split, titles
-from calibft.artifacts.tables import Table, format_number
+from calibft.artifacts.figures import (
+    PANEL_TITLES,
+    UNDEFINED_HATCH,
+    W1_CLIP,
+    bar_panels,
+    condition_colors,
+    grouped_bars,
+    panel_label_rotation,
+)
+from calibft.artifacts.formats import count_words, format_kl, format_number, format_rate, format_w1
+from calibft.artifacts.runs import (
+    SPLITS,
+    aggregate_intervals,
+    aggregates,
+    check_run,
+    condition_sentence,
+    conditions_of,
+    first_seen,
+    number,
+    read_runs_by_split,
+    titles,
+)
+from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
 from calibft.core.io import read_runs
 from calibft.data.families import family
@@ -42,20 +62,11 @@ from calibft.evals.metrics import within_families
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json of one split
 
-SPLITS = ("ood", "unseen")
 W1_GROUP = {"ood": "OOD W₁ ↓", "unseen": "Unseen-Param W₁ ↓"}
 KL_GROUP = "Logit KL ↓"
 VALID_GROUP = "Valid rate ↑"
-PANEL_TITLES = {"ood": "Held-out families (OOD)", "unseen": "Unseen parameters"}
 KEY_LABELS = {"w1_norm": "normalized W₁", "logit_kl": "logit KL"}
 
-# The same condition has the same colour in every figure; unknown conditions take the next of CYCLE.
-CONDITION_COLORS = {"base": "#8c8c8c", "soft": "#1f77b4", "hard": "#d62728", "ssot": "#2ca02c"}
-CYCLE = ("#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22")
-
-# Normalized W₁ is in units of the target's Q95-Q05 width: beyond 100 widths a sample set is simply broken,
-# and drawing 1e223 on the same axis as 0.05 would flatten every other bar.
-W1_CLIP = 100.0
 QUANTILE_RANGE = (0.005, 0.995)  # the target's range shown in the qualitative figures
 HIST_BINS = 40
 MAX_INTEGER_BINS = 60
@@ -63,49 +74,6 @@ PEAK_FACTOR = 4.0  # a histogram may rise to this multiple of the target's peak 
 
 
 # ---------------------------------------------------------------------------------------------- data
-
-
-def _check(run: Mapping[str, Any], split: str, evaluation: str, where: str) -> Mapping[str, Any]:
-    """The run itself, after making sure that it is the split and evaluation the caller asked for: a run of the
-    other split in the wrong slot would otherwise print plausible but wrong numbers."""
-    if run.get("split") != split or run.get("evaluation") != evaluation:
-        raise ValueError(
-            f"{where}: expected a {evaluation!r} evaluation of split {split!r}, "
-            f"got {run.get('evaluation')!r} of {run.get('split')!r}"
-        )
-    return run
-
-
-def _per_run(
-    metrics: Metrics,
-    split: str,
-    conditions: Sequence[str],
-    evaluation: str,
-    read: Callable[[Mapping[str, Any]], Any],
-    missing: Any,
-    dtype: type,
-) -> pd.DataFrame:
-    """models × conditions: `read` of each run (checked to be `evaluation` of `split`), `missing` where not run."""
-    rows = {}
-    for model, runs in metrics.items():
-        checked = {c: _check(runs[c], split, evaluation, f"{model}/{c}") for c in conditions if runs.get(c) is not None}
-        rows[model] = [read(checked[c]) if c in checked else missing for c in conditions]
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(conditions), dtype=dtype)
-
-
-def aggregates(
-    metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
-) -> pd.DataFrame:
-    """models × conditions: the aggregate `key` of each run; NaN where undefined or not run."""
-    return _per_run(metrics, split, conditions, evaluation, lambda run: number(run["aggregate"][key]), math.nan, float)
-
-
-def aggregate_intervals(
-    metrics: Metrics, key: str, split: str, conditions: Sequence[str], evaluation: str = "structured"
-) -> pd.DataFrame:
-    """models × conditions: the bootstrap interval [low, high] of each run's aggregate `key` (metrics.json's
-    `intervals`); None where the run has none or was not run."""
-    return _per_run(metrics, split, conditions, evaluation, lambda run: run.get("intervals", {}).get(key), None, object)
 
 
 def valid_values(path: str | Path) -> dict[str, np.ndarray]:
@@ -134,87 +102,6 @@ def prompt_title(prompt: Prompt) -> str:
 # ---------------------------------------------------------------------------------------------- tables
 
 
-def format_decimals(value: float, decimals: int) -> str:
-    """The paper's numbers: rounded to `decimals` decimals, trailing zeros dropped (`0.13`, `5`); from 1000 on,
-    or below what the decimals resolve, three significant digits in scientific notation (`5.47e+03`)."""
-    magnitude = abs(value)
-    if magnitude >= 1000 or 0 < magnitude < 0.5 * 10.0**-decimals:
-        return f"{value:.2e}"
-    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-
-
-def format_w1(value: float) -> str:
-    return format_decimals(value, 4)
-
-
-def format_kl(value: float) -> str:
-    return format_decimals(value, 2)
-
-
-def format_rate(value: float) -> str:
-    """`87.9%`; the `.tex` writer escapes the percent sign."""
-    return f"{value:.1%}"
-
-
-def _shown(values: pd.DataFrame, fmt: Callable[[float], str]) -> pd.DataFrame:
-    """The values as a reader sees them (parsed back from their text), so that cells printed alike tie."""
-    return values.map(lambda v: float(fmt(v).rstrip("%")) if np.isfinite(v) else np.nan)
-
-
-def best_cells(values: pd.DataFrame, fmt: Callable[[float], str], lowest: bool) -> pd.DataFrame:
-    """True at the best value of each row (lowest or highest) as printed; every tied cell; never where undefined."""
-    shown = _shown(values, fmt)
-    best = shown.min(axis=1) if lowest else shown.max(axis=1)
-    return shown.eq(best, axis=0) & shown.notna()
-
-
-def grouped_table(
-    groups: Sequence[tuple[str, pd.DataFrame, Callable[[float], str], bool | None]],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    label: str,
-    caption: str,
-    intervals: Mapping[str, pd.DataFrame] | None = None,
-) -> Table:
-    """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None.
-    `intervals` gives a group's [low, high] per model and condition (`aggregate_intervals`)."""
-    models = list(groups[0][1].index)
-    columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
-    bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
-    spans: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
-    formats = {}
-    for group, values, fmt, lowest in groups:
-        best = (
-            best_cells(values, fmt, lowest) if lowest is not None else pd.DataFrame(False, values.index, values.columns)
-        )
-        for condition in values.columns:
-            column = (group, condition_titles.get(condition, condition))
-            if column in columns:
-                raise ValueError(f"{label}: two conditions are titled {column[1]!r} in {group!r}")
-            columns[column] = values[condition].to_numpy(dtype=float)
-            bold[column] = best[condition].to_numpy(dtype=bool)
-            group_intervals = (intervals or {}).get(group)
-            spans[column] = [None] * len(models) if group_intervals is None else list(group_intervals[condition])
-            formats[column] = fmt
-    index = pd.MultiIndex.from_tuples(list(columns))
-    frame = pd.DataFrame(dict(enumerate(columns.values())))
-    frame.columns = index
-    bold_frame = pd.DataFrame(dict(enumerate(bold.values())))
-    bold_frame.columns = index
-    interval_frame = pd.DataFrame(dict(enumerate(spans.values())), dtype=object) if intervals else None
-    if interval_frame is not None:
-        interval_frame.columns = index
-    return Table(
-        frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize",
-        intervals=interval_frame,
-    )  # fmt: skip
-
-
-def _count_words(n: int) -> str:
-    words = "zero one two three four five six seven eight nine ten eleven twelve".split()
-    return words[n] if n < len(words) else str(n)
-
-
 def _split_text(split: str, metrics: Metrics) -> tuple[str, str]:
     """(what the split is, where its W₁ median runs over), for captions: over the prompts that the runs
     evaluated (the whole split, or a smoke run's few)."""
@@ -224,7 +111,7 @@ def _split_text(split: str, metrics: Metrics) -> tuple[str, str]:
     if split == "ood":
         return (
             "held-out distribution families",
-            f"over {len(split_prompts)} held-out configurations from {_count_words(families)} OOD families",
+            f"over {len(split_prompts)} held-out configurations from {count_words(families)} OOD families",
         )
     return (
         "unseen parameter settings from seen distribution families",
@@ -315,12 +202,6 @@ def ssot_table(
 # ---------------------------------------------------------------------------------------------- bar charts
 
 
-def condition_colors(conditions: Sequence[str]) -> dict[str, str]:
-    """A colour per condition: the fixed one of a known condition, the next of CYCLE otherwise."""
-    others = iter(CYCLE * (1 + len(conditions) // len(CYCLE)))
-    return {c: CONDITION_COLORS[c] if c in CONDITION_COLORS else next(others) for c in conditions}
-
-
 def _limits(values: Sequence[np.ndarray], clip: float | None) -> dict[str, Any]:
     """`grouped_bars`' bottom, ceiling and clipped of a log axis: bottom a decade at least 2× below the smallest
     positive value, ceiling the decade at or above the largest, at most `clip`; clipped when a value exceeds
@@ -409,7 +290,7 @@ def _panel_values(
         for condition in conditions:
             run = metrics[model].get(condition)
             if run is not None:
-                _check(run, split, "structured", f"{model}/{condition}")
+                check_run(run, split, "structured", f"{model}/{condition}")
                 if split == "ood" and within == "median":
                     rows = run["prompts"]
                     values = [number(entry[key]) for entry in rows]

@@ -6,11 +6,13 @@ A table is a DataFrame plus how to present it (`Table`). Cells hold plain values
 fine: the `.tex` writer turns them into LaTeX, and escapes LaTeX's special characters). The frame's index
 is not written: `reset_index()` first to show it. Columns may have two levels (a `MultiIndex`): the `.tex`
 spans each group with a `\\multicolumn` and a rule under it, the `.csv` and `.md` join the levels with " / ".
+
+`grouped_table` builds the renderers' common layout: one row per model, one column group per metric, one column
+per condition, the best cell of each group bold (`best_cells`).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.artifacts.formats import format_number
 from calibft.artifacts.registry import table_name
 from calibft.core.io import atomic_path
 
@@ -98,22 +101,6 @@ def write_table(table: Table, directory: str | Path) -> list[Path]:
 # ---------------------------------------------------------------------------------------------- cells
 
 
-def format_number(value: float, digits: int = 6) -> str:
-    """A number in at most `digits` significant digits, trailing zeros dropped; scientific (`2e-4`) when
-    it is below 1e-3 or at least 1e6 in magnitude. Integers print whole."""
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    value = float(value)
-    if not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if value != 0 and not 1e-3 <= abs(value) < 1e6:
-        mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
-        if "." in mantissa:
-            mantissa = mantissa.rstrip("0").rstrip(".")
-        return f"{mantissa}e{int(exponent)}"
-    return f"{value:.{digits}g}"
-
-
 def _is_missing(value: Any) -> bool:
     try:
         return bool(pd.isna(value))
@@ -170,6 +157,63 @@ def _bold(table: Table) -> np.ndarray:
     if table.bold is None:
         return np.zeros(table.frame.shape, dtype=bool)
     return table.bold.to_numpy(dtype=bool)
+
+
+# ---------------------------------------------------------------------------------------------- grouped tables
+
+
+def _shown(values: pd.DataFrame, fmt: Callable[[float], str]) -> pd.DataFrame:
+    """The values as a reader sees them (parsed back from their text), so that cells printed alike tie."""
+    return values.map(lambda v: float(fmt(v).rstrip("%")) if np.isfinite(v) else np.nan)
+
+
+def best_cells(values: pd.DataFrame, fmt: Callable[[float], str], lowest: bool) -> pd.DataFrame:
+    """True at the best value of each row (lowest or highest) as printed; every tied cell; never where undefined."""
+    shown = _shown(values, fmt)
+    best = shown.min(axis=1) if lowest else shown.max(axis=1)
+    return shown.eq(best, axis=0) & shown.notna()
+
+
+def grouped_table(
+    groups: Sequence[tuple[str, pd.DataFrame, Callable[[float], str], bool | None]],
+    model_titles: Mapping[str, str],
+    condition_titles: Mapping[str, str],
+    label: str,
+    caption: str,
+    intervals: Mapping[str, pd.DataFrame] | None = None,
+) -> Table:
+    """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None.
+    `intervals` gives a group's [low, high] per model and condition (`calibft.artifacts.runs.aggregate_intervals`)."""
+    models = list(groups[0][1].index)
+    columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
+    bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
+    spans: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
+    formats = {}
+    for group, values, fmt, lowest in groups:
+        best = (
+            best_cells(values, fmt, lowest) if lowest is not None else pd.DataFrame(False, values.index, values.columns)
+        )
+        for condition in values.columns:
+            column = (group, condition_titles.get(condition, condition))
+            if column in columns:
+                raise ValueError(f"{label}: two conditions are titled {column[1]!r} in {group!r}")
+            columns[column] = values[condition].to_numpy(dtype=float)
+            bold[column] = best[condition].to_numpy(dtype=bool)
+            group_intervals = (intervals or {}).get(group)
+            spans[column] = [None] * len(models) if group_intervals is None else list(group_intervals[condition])
+            formats[column] = fmt
+    index = pd.MultiIndex.from_tuples(list(columns))
+    frame = pd.DataFrame(dict(enumerate(columns.values())))
+    frame.columns = index
+    bold_frame = pd.DataFrame(dict(enumerate(bold.values())))
+    bold_frame.columns = index
+    interval_frame = pd.DataFrame(dict(enumerate(spans.values())), dtype=object) if intervals else None
+    if interval_frame is not None:
+        interval_frame.columns = index
+    return Table(
+        frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize",
+        intervals=interval_frame,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- csv

@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from calibft.artifacts.formats import format_fixed, format_rate, format_three
 from calibft.artifacts.runs import (
+    TOLERANCE,
     Interval,
     condition_sentence,
     conditions_of,
@@ -40,9 +42,9 @@ from calibft.artifacts.runs import (
     number,
     run_intervals,
     titles,
+    value_frame,
 )
-from calibft.artifacts.structured import format_decimals, format_rate, grouped_table
-from calibft.artifacts.tables import Table, latex_escape, table_name
+from calibft.artifacts.tables import Table, grouped_table, latex_escape, table_name
 from calibft.core.checks import check_choice
 from calibft.core.io import read_jsonl, read_runs
 from calibft.evals.bootstrap import REPLICATES, percentile_interval
@@ -69,39 +71,21 @@ REGIME_TEXT = {
     "base": "Representative failure cases where Calibration Fine-Tuning hurts prompt-level utility.",
 }
 QUALITATIVE_CONDITIONS = ("base", "soft", "hard")
-_TOLERANCE = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------- formats
 
 
-def _fixed(value: float, decimals: int) -> str:
-    """Rounded to `decimals` decimals, trailing zeros (and a bare point) dropped; never scientific."""
-    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-
-
 def format_support(value: float) -> str:
     """A mean support size as the paper prints it: one decimal, `.0` dropped (`711.2`, `45`)."""
-    return _fixed(value, 1)
-
-
-def format_three(value: float) -> str:
-    """TV, utility and mean distinct count: three decimals, trailing zeros dropped (`0.374`, `0.24`, `2`)."""
-    return format_decimals(value, 3)
+    return format_fixed(value, 1)
 
 
 # ---------------------------------------------------------------------------------------------- data
 
 
 def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=_TOLERANCE, abs_tol=_TOLERANCE)
-
-
-def _frame(models: Sequence[str], conditions: Sequence[str], cell: Callable[[str, str], float]) -> pd.DataFrame:
-    """models × conditions of `cell(model, condition)`, as floats (NaN where undefined)."""
-    return pd.DataFrame(
-        [[cell(m, c) for c in conditions] for m in models], index=list(models), columns=list(conditions), dtype=float
-    )
+    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
 
 
 def _count_text(counts: set[int]) -> str:
@@ -140,8 +124,8 @@ def _mcq_frames(mcq: Runs, models: Sequence[str], conditions: Sequence[str]) -> 
     numbers = {
         (m, c): mcq_numbers(mcq[m][c], f"mcq {m}/{c}") for m in models for c in conditions if c in mcq.get(m, {})
     }
-    rate = _frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[0])
-    tv = _frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[1])
+    rate = value_frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[0])
+    tv = value_frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[1])
     return rate, tv
 
 
@@ -173,7 +157,7 @@ def _support_group(open_ended: Runs) -> str:
     if len(thresholds) > 1:
         raise ValueError(f"open-ended runs report support at different thresholds {sorted(thresholds)}")
     threshold = thresholds.pop() if thresholds else HEADLINE_THRESHOLD
-    return f"Top-{_fixed(100 * threshold, 1)}% Support Size ↑"
+    return f"Top-{format_fixed(100 * threshold, 1)}% Support Size ↑"
 
 
 # NoveltyBench
@@ -315,7 +299,7 @@ def noveltybench_table(
             entry = summaries.get((m, c), {"splits": {}})["splits"].get(split)
             return math.nan if entry is None else entry[key]
 
-        return _frame(models, conditions, cell)
+        return value_frame(models, conditions, cell)
 
     draws = _novelty_draws(scores, summaries)
 
@@ -362,8 +346,8 @@ def generative_distribution_table(
         for c in conditions
         if c in open_ended.get(m, {})
     }
-    support = _frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[0])
-    unique = _frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[1])
+    support = value_frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[0])
+    unique = value_frame(models, conditions, lambda m, c: numbers.get((m, c), (math.nan, math.nan))[1])
     _, tv = _mcq_frames(mcq, models, conditions)
     summaries = _novelty_summaries(scores, models, conditions)
     splits = _present_splits(summaries)
@@ -371,7 +355,7 @@ def generative_distribution_table(
         missing = [s for s in splits if s not in summary["splits"]]
         if missing:
             raise ValueError(f"noveltybench {m}/{c} has no rows of split {missing}, which other runs have")
-    utility = _frame(
+    utility = value_frame(
         models, conditions, lambda m, c: summaries[m, c]["pooled"]["utility"] if (m, c) in summaries else math.nan
     )
     over = " and ".join(NOVELTY_SPLITS[s] for s in splits) or "NoveltyBench"

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from calibft.artifacts.figures import save_figure
+from calibft.artifacts.formats import format_three
 from calibft.artifacts.retention import (
     SLICE_TITLES,
-    format_bpb,
-    format_gpirt,
     format_perplexity,
     gpirt_numbers,
     gpirt_per_task_figure,
@@ -126,7 +125,7 @@ def first_column(table):
 
 
 def test_formats_follow_the_paper():
-    assert [format_gpirt(v) for v in (0.36, 0.3021, 0.45, 0.7164)] == ["0.36", "0.302", "0.45", "0.716"]
+    assert [format_three(v) for v in (0.36, 0.3021, 0.45, 0.7164)] == ["0.36", "0.302", "0.45", "0.716"]
     assert [format_perplexity(v) for v in (19.733, 15.5, 12.001, 103.73, 1234.5)] == [
         "19.73",
         "15.5",
@@ -134,7 +133,7 @@ def test_formats_follow_the_paper():
         "103.73",
         "1234.5",
     ]
-    assert [format_bpb(v) for v in (0.9981, 0.99, 1.0504)] == ["0.998", "0.99", "1.05"]
+    assert [format_three(v) for v in (0.9981, 0.99, 1.0504)] == ["0.998", "0.99", "1.05"]
 
 
 # ---------------------------------------------------------------------------------------------- gp-IRT data

@@ -8,14 +8,10 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
-from calibft.artifacts.figures import save_figure
+from calibft.artifacts.figures import W1_CLIP, save_figure
+from calibft.artifacts.formats import format_kl, format_rate, format_w1
 from calibft.artifacts.structured import (
     PEAK_FACTOR,
-    W1_CLIP,
-    best_cells,
-    format_kl,
-    format_rate,
-    format_w1,
     per_distribution_figure,
     prompt_title,
     qualitative_figure,
@@ -25,7 +21,7 @@ from calibft.artifacts.structured import (
     structured_table,
     valid_values,
 )
-from calibft.artifacts.tables import to_latex, to_markdown, write_table
+from calibft.artifacts.tables import best_cells, to_latex, to_markdown, write_table
 from calibft.data.families import family
 from calibft.data.grid import prompts
 

@@ -16,7 +16,8 @@ from calibft.artifacts.config_tables import (
     shared_hyperparams,
     training_hardware,
 )
-from calibft.artifacts.tables import Table, format_number, latex_escape, table_name, to_latex, to_markdown, write_table
+from calibft.artifacts.formats import format_number
+from calibft.artifacts.tables import Table, latex_escape, table_name, to_latex, to_markdown, write_table
 from calibft.data.families import FAMILIES
 from calibft.data.grid import TRAIN_AXES, UNSEEN_PARAMS
 from calibft.pipeline.config import read_config

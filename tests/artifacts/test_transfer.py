@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from calibft.artifacts import transfer
+from calibft.artifacts.formats import format_three
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
 from calibft.artifacts.transfer import (
     QualitativeCase,
     case_rows,
     format_support,
-    format_three,
     generative_distribution_table,
     mcq_table,
     noveltybench_table,
