@@ -42,17 +42,18 @@ from calibft.pipeline.config import (  # noqa: E402
 from calibft.evals.tinybench_tasks import TINYBENCH_TASKS  # noqa: E402
 from calibft.data.grid import SPLITS  # noqa: E402
 from calibft.pipeline.jobs import (  # noqa: E402
-    ExactJob,
-    GenerationJob,
-    MCQJob,
-    OpenEndedJob,
-    PalomaJob,
-    ScoringJob,
-    StructuredJob,
-    TinyBenchJob,
-    TrainJob,
-    training_processes,
+    exact_job,
+    generation_job,
+    mcq_job,
+    open_ended_job,
+    paloma_job,
+    scoring_job,
+    ssot_job,
+    structured_job,
+    tinybench_job,
+    train_job,
 )
+from calibft.training.job import training_processes  # noqa: E402
 from calibft.pipeline.layout import Layout  # noqa: E402
 from calibft.core.protocol import protocol_name  # noqa: E402
 from calibft.artifacts.reference import compared_rows, read_csv_file  # noqa: E402
@@ -261,7 +262,7 @@ def checkpoint_entry(wildcards):
 
 
 def job_params(build):
-    """A rule's `job` param: the job that `build` (a `from_config` of calibft.pipeline.jobs) makes of the config and
+    """A rule's `job` param: the job that `build` (a builder of calibft.pipeline.jobs) makes of the config and
     the wildcards, as JSON. A function of the wildcards only, so that Snakemake records the resolved job
     and reruns the job when the config changes it (a function of input or output is not recorded).
     """
@@ -361,7 +362,7 @@ def structured_tries(wildcards):
 
 def exact_inputs(wildcards):
     """The files its job reads: the split's tries and space, and the structured samples it is set against."""
-    job = ExactJob.from_config(
+    job = exact_job(
         run_layout(wildcards), wildcards.model, wildcards.cond, wildcards.eval_split
     )
     return {"tries": job.tries, "space": job.space, "samples": job.samples}

@@ -17,7 +17,7 @@ rule structured_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(StructuredJob.from_config),
+        job=job_params(structured_job),
     shell:
         attempt_logged("python -m calibft.evals.structured {params.job:q}")
 
@@ -42,7 +42,7 @@ rule exact_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(ExactJob.from_config),
+        job=job_params(exact_job),
     shell:
         attempt_logged("python -m calibft.evals.exact_structured {params.job:q}")
 
@@ -64,7 +64,7 @@ rule ssot_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(StructuredJob.ssot_from_config),
+        job=job_params(ssot_job),
     shell:
         attempt_logged("python -m calibft.evals.structured {params.job:q}")
 
@@ -88,7 +88,7 @@ rule open_ended_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(OpenEndedJob.from_config),
+        job=job_params(open_ended_job),
     shell:
         attempt_logged("python -m calibft.evals.open_ended {params.job:q}")
 
@@ -110,7 +110,7 @@ rule mcq_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(MCQJob.from_config),
+        job=job_params(mcq_job),
     shell:
         attempt_logged("python -m calibft.evals.mcq {params.job:q}")
 
@@ -134,7 +134,7 @@ rule noveltybench_generate:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(GenerationJob.from_config),
+        job=job_params(generation_job),
     shell:
         attempt_logged(
             "python -m calibft.evals.noveltybench_run generate {params.job:q}"
@@ -163,7 +163,7 @@ rule noveltybench_score:
     resources:
         **SCORING_RESOURCES,
     params:
-        job=job_params(ScoringJob.from_config),
+        job=job_params(scoring_job),
     shell:
         attempt_logged("python -m calibft.evals.noveltybench_run score {params.job:q}")
 
@@ -190,7 +190,7 @@ rule tinybench_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(TinyBenchJob.from_config),
+        job=job_params(tinybench_job),
     shell:
         attempt_logged("python -m calibft.evals.tinybench {params.job:q}")
 
@@ -213,6 +213,6 @@ rule paloma_eval:
     resources:
         **EVAL_RESOURCES,
     params:
-        job=job_params(PalomaJob.from_config),
+        job=job_params(paloma_job),
     shell:
         attempt_logged("python -m calibft.evals.paloma {params.job:q}")

@@ -21,7 +21,7 @@ rule train:
     resources:
         **TRAIN_RESOURCES,
     params:
-        job=job_params(TrainJob.from_config),
+        job=job_params(train_job),
         launcher=train_launcher,
     shell:
         attempt_logged("{params.launcher} -m calibft.train {params.job:q}")

@@ -15,14 +15,15 @@ from calibft.core.io import read_job
 from calibft.data.grid import prompts
 from calibft.pipeline.config import read_config
 from calibft.pipeline.jobs import (
-    GenerationJob,
-    MCQJob,
-    OpenEndedJob,
-    PalomaJob,
-    ScoringJob,
-    StructuredJob,
-    TinyBenchJob,
-    TrainJob,
+    generation_job,
+    mcq_job,
+    open_ended_job,
+    paloma_job,
+    scoring_job,
+    ssot_job,
+    structured_job,
+    tinybench_job,
+    train_job,
 )
 from calibft.pipeline.layout import Layout
 
@@ -42,19 +43,19 @@ PAPER = Layout(load("config.yaml"), "/repo")
 
 
 def test_train_job_of_a_soft_and_a_hard_recipe():
-    soft = TrainJob.from_config(PAPER, "qwen3_0p6b", "soft")
+    soft = train_job(PAPER, "qwen3_0p6b", "soft")
     assert soft.model == "resources/hf/models/Qwen/Qwen3-0.6B"
     assert soft.train_data == "results/tries/qwen3/soft/train.npz"  # the soft recipe's space, the model's tokenizer
     assert soft.probe_tries == "results/tries/qwen3/eval/unseen.npz"
     assert soft.out_dir == "results/adapters/qwen3_0p6b/soft"
     assert soft.checkpoint_dir == "results/checkpoints/qwen3_0p6b/soft"
     assert soft.recipe == PAPER.config["recipes"]["soft"] and soft.protocol == PAPER.protocol
-    hard = TrainJob.from_config(PAPER, "qwen3_0p6b", "hard")
+    hard = train_job(PAPER, "qwen3_0p6b", "hard")
     assert hard.train_data == "results/output_spaces/eval/train.npz"  # hard recipes sample the space's strings
 
 
 def test_structured_job_samples_the_split_with_the_condition_adapter():
-    job = StructuredJob.from_config(PAPER, "qwen3_0p6b", "soft", "ood")
+    job = structured_job(PAPER, "qwen3_0p6b", "soft", "ood")
     assert (job.evaluation, job.split, job.condition) == ("structured", "ood", "soft")
     assert job.adapter == "results/adapters/qwen3_0p6b/soft"
     assert job.out_dir == "results/eval/qwen3_0p6b/soft/structured/ood"
@@ -62,16 +63,16 @@ def test_structured_job_samples_the_split_with_the_condition_adapter():
     assert job.tries == "results/tries/qwen3/eval/ood.npz"
     assert job.prompt_ids is None  # the paper samples every prompt
     assert job.sampling == PAPER.config["evaluation"]["structured"]["sampling"]
-    assert StructuredJob.from_config(PAPER, "qwen3_0p6b", "base", "ood").adapter is None
+    assert structured_job(PAPER, "qwen3_0p6b", "base", "ood").adapter is None
 
 
 def test_ssot_job_follows_the_protocol():
-    release = StructuredJob.ssot_from_config(PAPER, "qwen3_0p6b", "unseen")
+    release = ssot_job(PAPER, "qwen3_0p6b", "unseen")
     assert release.release_prompts == "resources/ssot_prompts.py" and release.system is None
     assert release.chat_overrides == {"template_kwargs": {"enable_thinking": True}}
     assert release.out_dir == "results/eval/qwen3_0p6b/base/ssot/unseen" and release.tries is None
     written = Layout(load("config.yaml", preset="as_written"), "/repo")
-    job = StructuredJob.ssot_from_config(written, "qwen3_0p6b", "unseen")
+    job = ssot_job(written, "qwen3_0p6b", "unseen")
     assert job.release_prompts is None and job.answer_pattern == "<answer>(.*?)</answer>"
     assert job.system == written.config["evaluation"]["ssot"]["instruction"]
     assert job.out_dir == "results/protocols/as_written/eval/qwen3_0p6b/base/ssot/unseen"
@@ -79,15 +80,15 @@ def test_ssot_job_follows_the_protocol():
 
 def test_demo_jobs_read_the_configured_fixtures():
     demo = Layout(load("profiles/demo/demo.yaml"), "/repo")
-    open_ended = OpenEndedJob.from_config(demo, "tiny", "hard")
+    open_ended = open_ended_job(demo, "tiny", "hard")
     assert open_ended.prompts_file == "/repo/profiles/demo/fixtures/open_ended_prompts.json"
-    generation = GenerationJob.from_config(demo, "tiny", "base", "curated")
+    generation = generation_job(demo, "tiny", "base", "curated")
     assert generation.prompts_file.startswith("/repo/profiles/demo/fixtures/")
     assert generation.checkpoint_dir == "results/checkpoints/eval/tiny/base/noveltybench/curated"
-    scoring = ScoringJob.from_config(demo, "tiny", "base", "curated")
+    scoring = scoring_job(demo, "tiny", "base", "curated")
     assert scoring.generations == "results/eval/tiny/base/noveltybench/curated/generations.jsonl.gz"
     assert scoring.checkpoint_dir == "results/checkpoints/eval/tiny/base/noveltybench_scores/curated"
-    tinybench = TinyBenchJob.from_config(demo, "tiny", "base")
+    tinybench = tinybench_job(demo, "tiny", "base")
     assert list(tinybench.tasks) == demo.config["evaluation"]["tinybenchmarks"]["tasks"]
     assert tinybench.irt_params == "results/irt/synthetic.pkl"
 
@@ -97,31 +98,31 @@ def test_a_smoke_run_samples_few_prompts_and_those_the_figures_draw():
     structured, ablations = smoke.config["evaluation"]["structured"], smoke.config["ablations"]
     drawn = {panel["prompt"] for panel in structured["qualitative"]} | set(ablations["qualitative"]["prompts"])
     for split in structured["splits"]:
-        ids = StructuredJob.from_config(smoke, "gemma3_270m", "base", split).prompt_ids
-        assert ids == StructuredJob.ssot_from_config(smoke, "gemma3_270m", split).prompt_ids  # SSOT: the same
+        ids = structured_job(smoke, "gemma3_270m", "base", split).prompt_ids
+        assert ids == ssot_job(smoke, "gemma3_270m", split).prompt_ids  # SSOT: the same
         assert drawn & {p.id for p in prompts(split)} <= set(ids)
         assert structured["max_prompts"] <= len(ids) <= structured["max_prompts"] + len(drawn)
 
 
 def test_paper_jobs_read_the_pinned_downloads():
-    assert OpenEndedJob.from_config(PAPER, "qwen3_8b", "base").prompts_file == "resources/open_random_gen_prompts.json"
-    paloma = PalomaJob.from_config(PAPER, "qwen3_8b", "base")
+    assert open_ended_job(PAPER, "qwen3_8b", "base").prompts_file == "resources/open_random_gen_prompts.json"
+    paloma = paloma_job(PAPER, "qwen3_8b", "base")
     assert paloma.slices == {
         name: f"resources/paloma/{name}.jsonl" for name in PAPER.config["evaluation"]["paloma"]["slices"]
     }
-    assert ScoringJob.from_config(PAPER, "qwen3_8b", "soft", "wildchat").classifier == "resources/hf/classifier"
+    assert scoring_job(PAPER, "qwen3_8b", "soft", "wildchat").classifier == "resources/hf/classifier"
 
 
 BUILDS = [
-    (TrainJob.from_config, ("qwen3_0p6b", "soft")),
-    (StructuredJob.from_config, ("qwen3_0p6b", "hard", "unseen")),
-    (StructuredJob.ssot_from_config, ("qwen3_0p6b", "ood")),
-    (OpenEndedJob.from_config, ("qwen3_0p6b", "soft")),
-    (MCQJob.from_config, ("qwen3_0p6b", "hard")),
-    (GenerationJob.from_config, ("qwen3_0p6b", "soft", "curated")),
-    (ScoringJob.from_config, ("qwen3_0p6b", "soft", "curated")),
-    (TinyBenchJob.from_config, ("qwen3_0p6b", "base")),
-    (PalomaJob.from_config, ("qwen3_0p6b", "base")),
+    (train_job, ("qwen3_0p6b", "soft")),
+    (structured_job, ("qwen3_0p6b", "hard", "unseen")),
+    (ssot_job, ("qwen3_0p6b", "ood")),
+    (open_ended_job, ("qwen3_0p6b", "soft")),
+    (mcq_job, ("qwen3_0p6b", "hard")),
+    (generation_job, ("qwen3_0p6b", "soft", "curated")),
+    (scoring_job, ("qwen3_0p6b", "soft", "curated")),
+    (tinybench_job, ("qwen3_0p6b", "base")),
+    (paloma_job, ("qwen3_0p6b", "base")),
 ]
 
 
@@ -133,11 +134,11 @@ def test_a_job_survives_its_json(build, wildcards):
 
 def test_with_several_seeds_each_seeds_jobs_carry_its_seed_and_write_under_it():
     two = Layout({**PAPER.config, "seeds": [11, 12]}, "/repo")
-    train = TrainJob.from_config(two.seeded(12), model="qwen3_8b", recipe="soft")
+    train = train_job(two.seeded(12), model="qwen3_8b", recipe="soft")
     assert (train.seed, train.out_dir) == (12, "results/seeds/12/adapters/qwen3_8b/soft")
     assert train.checkpoint_dir == "results/seeds/12/checkpoints/qwen3_8b/soft"
-    assert train.train_data == TrainJob.from_config(PAPER, model="qwen3_8b", recipe="soft").train_data  # shared
-    job = StructuredJob.from_config(two.seeded(11), model="qwen3_8b", cond="soft", eval_split="ood")
+    assert train.train_data == train_job(PAPER, model="qwen3_8b", recipe="soft").train_data  # shared
+    job = structured_job(two.seeded(11), model="qwen3_8b", cond="soft", eval_split="ood")
     assert (job.seed, job.adapter) == (11, "results/seeds/11/adapters/qwen3_8b/soft")
     assert job.out_dir == "results/seeds/11/eval/qwen3_8b/soft/structured/ood"
     assert job.checkpoint_dir == "results/seeds/11/checkpoints/eval/qwen3_8b/soft/structured/ood"
@@ -149,6 +150,6 @@ def test_with_several_seeds_each_seeds_jobs_carry_its_seed_and_write_under_it():
 
 
 def test_with_one_seed_the_runs_keep_their_plain_paths():
-    job = TrainJob.from_config(PAPER, model="qwen3_8b", recipe="soft")
+    job = train_job(PAPER, model="qwen3_8b", recipe="soft")
     assert (job.seed, job.out_dir) == (11, "results/adapters/qwen3_8b/soft")
     assert PAPER.seeded(11).eval_folder("qwen3_8b", "base", "mcq") == "results/eval/qwen3_8b/base/mcq"

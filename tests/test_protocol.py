@@ -16,8 +16,13 @@ from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
 from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
+from calibft.evals.mcq_job import MCQJob
 from calibft.evals.metrics import across_families, within_families
-from calibft.pipeline.jobs import GenerationJob, MCQJob, OpenEndedJob, StructuredJob, TinyBenchJob, TrainJob
+from calibft.evals.noveltybench_job import GenerationJob
+from calibft.evals.open_ended_job import OpenEndedJob
+from calibft.evals.structured_job import StructuredJob
+from calibft.evals.tinybench_job import TinyBenchJob
+from calibft.training.job import TrainJob
 from calibft.training.objectives import fixed_paths
 from calibft.training.train import run as train
 from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer

@@ -10,7 +10,9 @@ import pytest
 import calibft.core.io
 from calibft.core.protocol import resolve
 from calibft.core.provenance import FILENAME, git_state, provenance, write_provenance
-from calibft.pipeline.jobs import ModelJob, ScoringJob, TrainJob
+from calibft.evals.job import ModelJob
+from calibft.evals.noveltybench_job import ScoringJob
+from calibft.training.job import TrainJob
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +87,7 @@ def test_provenance_of_a_job_with_a_local_tiny_model(tiny_folder, tmp_path):
     assert json.loads(json.dumps(record)) == record  # plain JSON
     assert record["protocol"] == resolve({"preset": "as_written"}) == job.protocol
     assert record["generation"] == generation and record["seeds"] == {"job": 7, "open_ended": 1234}
-    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.pipeline.jobs.ModelJob"
+    assert record["job"]["model_key"] == "tiny" and record["job_type"] == "calibft.evals.job.ModelJob"
     local = record["models"]["model"]
     assert local["path"] == str(tiny_folder.resolve()) and local["kind"] == "folder"
     names = [name for name, _, _ in local["files"]]

@@ -23,7 +23,7 @@ from calibft.data.trie import TrieSet, tokenize_values, trie_set_for_spaces
 from calibft.demo.tiny_model import build_tiny_model
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.models import attach_lora, load_model, load_tokenizer
-from calibft.pipeline.jobs import TrainJob
+from calibft.training.job import TrainJob
 from calibft.training.objectives import completion_logits, hard_batch_loss, make_batch, soft_batch_loss
 from calibft.training.train import run
 

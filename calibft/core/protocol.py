@@ -183,6 +183,11 @@ def resolve(section: Mapping | None) -> dict[str, str]:
     return values
 
 
+def default_protocol() -> dict[str, str]:
+    """Every switch's value under the default preset: a job's `protocol` field when it is not given."""
+    return resolve(None)
+
+
 def protocol_name(section: Mapping | None) -> str:
     """The preset's name, followed by `+switch=value` for each override that differs from the preset."""
     section = dict(section or {})

@@ -40,6 +40,7 @@ from calibft.data.families import family
 from calibft.data.grid import Prompt, prompts, select
 from calibft.data.output_space import SpaceSet
 from calibft.data.trie import TrieSet
+from calibft.evals.exact_structured_job import ExactJob
 from calibft.evals.metrics import (
     exact_aggregate,
     exact_kl,
@@ -54,7 +55,6 @@ from calibft.evals.metrics import (
 from calibft.lm.chat import chat_prompt_ids
 from calibft.lm.generation import stop_token_ids
 from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
-from calibft.pipeline.jobs import ExactJob
 
 
 def space_values(strings: np.ndarray) -> np.ndarray:

@@ -34,9 +34,9 @@ import numpy as np
 
 from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
+from calibft.evals.mcq_job import MCQJob
 from calibft.lm.chat import chat_prompt_ids, strip_reasoning
 from calibft.lm.generation import sample_texts
-from calibft.pipeline.jobs import MCQJob
 
 LETTERS = ("A", "B", "C", "D")
 ANSWER_FIELD = "Correct Answer"

@@ -39,10 +39,10 @@ from calibft.evals.noveltybench import (
     similarity_classifier,
     summarize_prompts,
 )
+from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
 from calibft.lm.chat import chat_prompt_ids
 from calibft.lm.generation import sample_texts
 from calibft.lm.models import load_classifier, load_tokenizer
-from calibft.pipeline.jobs import GenerationJob, ScoringJob
 
 
 def load_prompts(path: str | Path, split: str) -> list[dict]:

@@ -32,9 +32,9 @@ from tqdm import tqdm
 
 from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
+from calibft.evals.open_ended_job import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
 from calibft.lm.chat import chat_prompt_ids, strip_reasoning
 from calibft.lm.generation import inference, input_device, sample_texts
-from calibft.pipeline.jobs import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
 
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9

@@ -50,8 +50,8 @@ from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_
 from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.core.seeds import seed_for
 from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
+from calibft.evals.paloma_job import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
 from calibft.lm.generation import inference, input_device
-from calibft.pipeline.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob, check_window
 
 SLICES: tuple[str, ...] = ("wikitext_103", "c4_en", "dolma-v1_5", "mc4", "ptb", "redpajama", "falcon-refinedweb")
 # Documents tokenized and scored together (their windows batched across documents, longest first): bounds the

@@ -45,10 +45,10 @@ from calibft.evals.metrics import (
     w1_scale,
     wasserstein1,
 )
+from calibft.evals.structured_job import StructuredJob
 from calibft.lm.chat import chat_prompt_ids
 from calibft.lm.generation import sample_texts
 from calibft.lm.models import padding_id
-from calibft.pipeline.jobs import StructuredJob
 from calibft.training.objectives import path_kl
 
 

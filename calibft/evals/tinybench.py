@@ -26,12 +26,12 @@ from calibft.core.checks import check_choice
 from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.evals import gpirt
 from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
+from calibft.evals.tinybench_job import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.evals.tinybench_tasks import TINYBENCH_TASKS, Task
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.lm.generation import inference, input_device, seed_for, stop_token_ids
 from calibft.lm.generation_defaults import engine_settings
 from calibft.lm.models import padding_id
-from calibft.pipeline.jobs import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 
 LETTERS = ("A", "B", "C", "D")
 STOP_STRINGS: tuple[str, ...] = ("Question:", "</s>", "<|im_end|>")

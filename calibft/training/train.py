@@ -37,8 +37,8 @@ from calibft.data.output_space import SpaceSet
 from calibft.data.trie import TrieSet
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.models import attach_lora, load_model, load_tokenizer, padding_id
-from calibft.pipeline.jobs import TrainJob
 from calibft.training.batching import batches, epoch_items, shard, total_steps
+from calibft.training.job import TrainJob
 from calibft.training.objectives import hard_batch_loss, path_kl, soft_batch_loss
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")

@@ -15,9 +15,10 @@ from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
 from calibft.evals import exact_structured
 from calibft.evals.exact_structured import on_space_indices, run, score
+from calibft.evals.exact_structured_job import ExactJob
 from calibft.evals.structured import run as run_structured
+from calibft.evals.structured_job import StructuredJob
 from calibft.lm.models import load_tokenizer
-from calibft.pipeline.jobs import ExactJob, StructuredJob
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 IDS = ("poisson-001", "weibull-001", "bernoulli-001")

@@ -6,7 +6,7 @@ import pytest
 
 from calibft.core.io import read_jsonl
 from calibft.evals.mcq import parse_mcq, resampled_summaries, run, sample_records, score, summarize
-from calibft.pipeline.jobs import MCQ_PROMPT, MCQJob
+from calibft.evals.mcq_job import MCQ_PROMPT, MCQJob
 
 VALID = """Question: Which drug reverses heparin?
 A. Vitamin K

@@ -20,9 +20,9 @@ from calibft.evals.noveltybench import (
     similarity_probability,
     utility,
 )
+from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
 from calibft.evals.noveltybench_run import generate, load_prompts, main, score
 from calibft.lm.models import load_classifier
-from calibft.pipeline.jobs import GenerationJob, ScoringJob
 
 PROMPTS = [
     {"id": "curated-0", "category": "Creativity", "prompt": "Tell me a two-sentence story about a fox."},

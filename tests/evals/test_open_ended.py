@@ -19,9 +19,9 @@ from calibft.evals.open_ended import (
     score,
     unique_fraction,
 )
+from calibft.evals.open_ended_job import OPEN_ENDED_THRESHOLDS, OpenEndedJob
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.models import load_model, load_tokenizer
-from calibft.pipeline.jobs import OPEN_ENDED_THRESHOLDS, OpenEndedJob
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 PROMPTS = [

@@ -28,8 +28,8 @@ from calibft.evals.paloma import (
     summarize,
     windows,
 )
+from calibft.evals.paloma_job import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
 from calibft.lm.models import load_model, load_tokenizer
-from calibft.pipeline.jobs import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. Then it ran into the forest and was never seen again.",

@@ -13,9 +13,9 @@ from calibft.data.grid import Prompt, prompts, select
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import TrieSet, trie_set_for_spaces
 from calibft.evals.structured import extract_answer, run, sample_records, score
+from calibft.evals.structured_job import StructuredJob
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.models import load_model, load_tokenizer
-from calibft.pipeline.jobs import StructuredJob
 from calibft.training.objectives import fixed_paths
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}

@@ -43,10 +43,10 @@ from calibft.evals.tinybench import (
     summarize,
     winogrande_messages,
 )
+from calibft.evals.tinybench_job import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.lm.generation import decode, stop_token_ids
 from calibft.lm.models import load_model, load_tokenizer
-from calibft.pipeline.jobs import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 
 # What transformers 4.57.6 ran for the release's requests (tests/fixtures/generation_defaults/make_fixture.py).
 GENERATION_DEFAULTS = {
