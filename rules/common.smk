@@ -6,8 +6,6 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-import yaml
-
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
 # only), and shell commands find the `python` and `accelerate` that run Snakemake (a conda job's own
 # environment comes first). A job on a cluster node parses this file again and so sets the same paths.
@@ -34,8 +32,7 @@ from calibft.pipeline.assets import (  # noqa: E402
 from calibft.pipeline.config import (  # noqa: E402
     check_config,
     hub_checkpoints,
-    in_written_order,
-    resolve_model_families,
+    resolved,
     tokenizer_source,
     validate_config,
 )
@@ -86,17 +83,12 @@ if "base" in config and not config.get("standalone", False):
             else f"does not exist (looked for {_base})"
         )
     )
-# a configuration over a base, its keys in one order whichever file holds them
-# (calibft.pipeline.config.in_written_order)
-if "base" in config:
-    with open(os.path.join(workflow.basedir, config["base"])) as _base:
-        _ordered = in_written_order(config, yaml.safe_load(_base))
-    config.clear()
-    config.update(_ordered)
-
-# each model takes what its family shares (model_families); a config that does not match the schema stops
-# here, before any job, naming the file, the key and the fix
-resolve_model_families(config)
+# a configuration over a base, its keys in one order whichever file holds them, and each model with what its
+# family shares (model_families): calibft.pipeline.config.resolved. A config that does not match the schema
+# stops here, before any job, naming the file, the key and the fix.
+_resolved = resolved(config)
+config.clear()
+config.update(_resolved)
 validate_config(
     config,
     os.path.join(workflow.basedir, "schemas", "config.schema.yaml"),

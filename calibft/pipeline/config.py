@@ -41,12 +41,20 @@ def resolve_model_families(config: dict) -> dict:
 def read_config(path: str | Path) -> dict:
     """A workflow configuration file as the workflow reads it: over the base it names (`base:`, a path in
     this repository, e.g. profiles/cpu.yaml), whose keys it overrides as Snakemake merges them (`merged`),
-    with its models resolved (`resolve_model_families`)."""
+    then `resolved`."""
     config = yaml.safe_load(Path(path).read_text())
     if "base" in config:
-        base = yaml.safe_load((REPOSITORY / config["base"]).read_text())
-        config = in_written_order(merged(base, config), base)
-    return resolve_model_families(config)
+        config = merged(yaml.safe_load((REPOSITORY / config["base"]).read_text()), config)
+    return resolved(config)
+
+
+def resolved(config: dict) -> dict:
+    """A configuration as the workflow uses it, given merged over the base it names (as Snakemake merges its
+    configuration files): the keys of every mapping in one order (`in_written_order`), and every model given its
+    family's settings (`resolve_model_families`). Returns a new dict."""
+    if "base" not in config:
+        return resolve_model_families(copy.deepcopy(config))
+    return resolve_model_families(in_written_order(config, yaml.safe_load((REPOSITORY / config["base"]).read_text())))
 
 
 def in_written_order(config: dict, base: dict) -> dict:
