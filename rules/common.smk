@@ -30,6 +30,7 @@ from calibft.pipeline.assets import (  # noqa: E402
     TINYBENCHMARKS_PARAMS,
 )
 from calibft.pipeline.config import (  # noqa: E402
+    base_of,
     check_config,
     hub_checkpoints,
     resolved,
@@ -86,7 +87,7 @@ if "base" in config and not config.get("standalone", False):
 # a configuration over a base, its keys in one order whichever file holds them, and each model with what its
 # family shares (model_families): calibft.pipeline.config.resolved. A config that does not match the schema
 # stops here, before any job, naming the file, the key and the fix.
-_resolved = resolved(config)
+_resolved = resolved(config, base_of(config))
 config.clear()
 config.update(_resolved)
 validate_config(

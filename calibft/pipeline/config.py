@@ -43,18 +43,26 @@ def read_config(path: str | Path) -> dict:
     this repository, e.g. profiles/cpu.yaml), whose keys it overrides as Snakemake merges them (`merged`),
     then `resolved`."""
     config = yaml.safe_load(Path(path).read_text())
-    if "base" in config:
-        config = merged(yaml.safe_load((REPOSITORY / config["base"]).read_text()), config)
-    return resolved(config)
+    base = base_of(config)
+    return resolved(config if base is None else merged(base, config), base)
 
 
-def resolved(config: dict) -> dict:
-    """A configuration as the workflow uses it, given merged over the base it names (as Snakemake merges its
-    configuration files): the keys of every mapping in one order (`in_written_order`), and every model given its
-    family's settings (`resolve_model_families`). Returns a new dict."""
+def base_of(config: dict) -> dict | None:
+    """The base configuration that `config` names (`base:`, a path in this repository); None without one."""
     if "base" not in config:
-        return resolve_model_families(copy.deepcopy(config))
-    return resolve_model_families(in_written_order(config, yaml.safe_load((REPOSITORY / config["base"]).read_text())))
+        return None
+    path = REPOSITORY / config["base"]
+    if not path.is_file():
+        raise ValueError(f"base {config['base']!r} does not exist (looked for {path})")
+    return yaml.safe_load(path.read_text())
+
+
+def resolved(config: dict, base: dict | None) -> dict:
+    """A configuration as the workflow uses it, given merged over its base (as Snakemake merges its configuration
+    files): the keys of every mapping in one order (`in_written_order`), and every model given its family's
+    settings (`resolve_model_families`). Returns a new dict."""
+    ordered = copy.deepcopy(config) if base is None else in_written_order(config, base)
+    return resolve_model_families(ordered)
 
 
 def in_written_order(config: dict, base: dict) -> dict:
