@@ -4,8 +4,9 @@
 #   make smoke  # the whole workflow on the CPU with Gemma-3-270M, smallest budgets (profiles/smoke)
 #   make mini   # the structured-sampling result on SmolLM2-135M-Instruct and Gemma-3-270M (profiles/mini)
 #   make mini-gpu   # the same on one GPU with the paper's recipes and sampling budget (profiles/mini-gpu)
-#   make test   # the fast tier: the library's tests, no Snakemake run (a few minutes)
-#   make test-all   # the fast tier, then the workflow tier (dry runs, the demo inside pytest): what CI runs.
+#   make test   # the fast tier: the library's tests but the slow ones (pytest's `slow` marker), no Snakemake run
+#   make test-all   # every test: the library's, slow ones included, then the workflow tier (dry runs, the demo
+#                   # inside pytest): what CI runs.
 #                   # As root with Debian's Slurm installed, the workflow tier runs on a Slurm cluster that it
 #                   # starts and stops (tests/workflow/slurm_cluster.py): the demo goes through profiles/slurm
 #   make test-avx2   # both tiers as on a CPU without AVX-512 (calibft cpu --as-avx2)
@@ -56,7 +57,7 @@ mini-gpu: $(STAMP)
 	$(BIN)/snakemake --profile profiles/mini-gpu structured --report results/report.html
 
 test: $(STAMP)
-	$(PYTEST) -m "not workflow"
+	$(PYTEST) -m "not workflow and not slow"
 
 test-workflow: $(STAMP)
 	$(BIN)/python -m tests.workflow.slurm_cluster $(TEST_CLUSTER) -- $(PYTEST) -m workflow

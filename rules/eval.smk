@@ -36,6 +36,7 @@ rule exact_eval:
         run_log("eval/{model}/{cond}/exact/{eval_split}.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/exact/{eval_split}.tsv")
+    priority: 1  # the longest evaluations start first, and the short ones fill the slots beside them
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
@@ -184,6 +185,7 @@ rule tinybench_eval:
         run_log("eval/{model}/{cond}/tinybench.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/tinybench.tsv")
+    priority: 1  # as exact_eval
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")

@@ -5,6 +5,7 @@ rule build_tiny_model:
         "logs/models/{name}.log",
     benchmark:
         "logs/benchmarks/models/{name}.tsv"
+    priority: 2  # the demo's first long job, which most others wait for
     conda:
         "../envs/calibft.yaml"
     threads: tiny_model_threads

@@ -15,6 +15,7 @@ rule train:
         run_log("train/{model}/{recipe}.log"),
     benchmark:
         run_benchmark("train/{model}/{recipe}.tsv")
+    priority: 2  # before the evaluations: most of them read an adapter
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus")

@@ -105,6 +105,7 @@ def test_docs_cluster_holds_the_table_of_the_recorded_measurements():
     assert memory.table(list(_paper_rows())) in docs, "regenerate it: calibft memory, pasted into docs/cluster.md"
 
 
+@pytest.mark.slow
 def test_the_recorded_measurements_are_what_measuring_again_gives():
     """The committed record is genuine: Llama-3.2-1B (the shallowest of the twelve) measured afresh on the meta
     device gives the same bytes, every batch of the paper's plan included."""

@@ -13,6 +13,8 @@ from calibft.lm.models import load_model, load_tokenizer
 from calibft.lm.packaged import SMOLLM2_GGUF_SHA256, smollm2_gguf
 from tests.conftest import assert_saved_as_dequantized
 
+pytestmark = pytest.mark.slow  # converting the real checkpoint takes 30 to 90 s
+
 OPTIONS = ChatOptions.from_config({})
 
 

@@ -24,6 +24,8 @@ from calibft.lm.trie_walk import NextToken, value_probabilities
 from calibft.training.objectives import hard_batch_loss, soft_batch_loss, soft_path_kl
 from tests.conftest import assert_saved_as_dequantized
 
+pytestmark = pytest.mark.slow  # converting the real checkpoint takes 30 to 90 s
+
 OPTIONS = ChatOptions.from_config({})
 LORA = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 BOS = 2  # Gemma's <bos>

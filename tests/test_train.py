@@ -163,6 +163,7 @@ def test_a_checkpoint_of_another_base_model_is_not_resumed(workdir, tmp_path, mo
     assert steps == list(range(1, 9))
 
 
+@pytest.mark.slow
 def test_data_parallel_processes_step_the_schedule_once_per_optimizer_step(workdir, tmp_path):
     """The paper trains on 4 GPUs, each process on its own shard; here 2 CPU processes (gloo). The learning rate
     must follow warmup and cosine over the run's steps, not run num_processes times faster."""
@@ -366,6 +367,7 @@ def test_a_non_finite_loss_stops_the_run_before_its_update(soft_8_steps, monkeyp
     assert not Path(job.out_dir).exists()
 
 
+@pytest.mark.slow
 def test_a_run_whose_processes_did_not_form_one_group_stops_before_any_step(workdir, tmp_path):
     """A job for 2 processes started as one, and 2 processes launched for GPUs without CUDA (accelerate's
     data-parallel launch then gives each its own group of one): each stops, and nothing is written."""

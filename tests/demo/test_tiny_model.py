@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from calibft.demo.tiny_model import (
 )
 
 QUICK = TinyModelSettings(train_steps=3, batch_size=4, log_every=1)
-NUMBER_FAMILIES = ("gaussian", "binomial")  # a continuous and an integer family, unseen parameters
 NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
 
 
@@ -149,44 +147,3 @@ def test_build_is_deterministic(quick_model_dir, tmp_path):
     assert (again / "model.safetensors").read_bytes() == weights
     assert (again / "tokenizer.json").read_bytes() == (quick_model_dir / "tokenizer.json").read_bytes()
     assert (other_seed / "model.safetensors").read_bytes() != weights
-
-
-def _sample(model_dir: Path, user: str, n: int) -> list[tuple[str, bool]]:
-    """`n` answers sampled at temperature 1: (text without special tokens, ended with EOS)."""
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    ids = tokenizer(_chat(tokenizer, user, enable_thinking=False), return_tensors="pt").input_ids
-    torch.manual_seed(0)
-    out = model.generate(ids.repeat(n, 1), do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=16)
-    answers = out[:, ids.shape[1] :]
-    return [
-        (tokenizer.decode(row, skip_special_tokens=True).strip(), tokenizer.eos_token_id in row.tolist())
-        for row in answers
-    ]
-
-
-@pytest.fixture(scope="module")
-def default_model_dir(tmp_path_factory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("default") / "tiny")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("prompt", [p for p in prompts("unseen") if p.family in NUMBER_FAMILIES], ids=lambda p: p.id)
-def test_default_model_answers_numbers(default_model_dir, prompt):
-    samples = _sample(default_model_dir, prompt.prompt, n=40)
-    family = FAMILIES[prompt.family]
-    low, high = family.support(prompt.params)
-
-    def valid(text: str) -> bool:
-        if not NUMBER.fullmatch(text) or not math.isfinite(value := float(text)):
-            return False
-        return low <= value <= high and (not family.integer or value == round(value))
-
-    assert sum(valid(text) for text, _ in samples) >= 0.8 * len(samples)
-    assert sum(ended for _, ended in samples) >= 0.9 * len(samples)
-
-
-@pytest.mark.slow
-def test_default_model_answers_open_ended(default_model_dir):
-    samples = _sample(default_model_dir, "Name a random planet. Output ONLY the answer.", n=40)
-    assert sum(text == OPEN_ENDED_FAVOURITES["planet"] for text, _ in samples) >= 0.8 * len(samples)

@@ -35,6 +35,7 @@ def simulated(rng, valid_probability, n):
     return samples
 
 
+@pytest.mark.slow
 def test_the_valid_rate_interval_covers_the_truth_as_often_as_it_says():
     # the aggregate valid rate is the mean of the family means of the prompts' rates
     probability = [0.61, 0.93, 0.77, 0.83]  # the truth, 0.785, is no mean of k / 40 rates: no rounding tie

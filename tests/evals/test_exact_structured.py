@@ -112,6 +112,7 @@ def test_score_takes_family_means_then_the_median_across_families():
     assert score([row("a", None, None), row("b", 0.5, None)])["aggregate"]["w1_norm"] is None
 
 
+@pytest.mark.slow
 def test_a_preempted_run_resumes_to_the_uninterrupted_results(workdir, evaluated, monkeypatch):
     job = _job(workdir, "resumed", checkpoint_dir=str(workdir / "checkpoint"))
     real, calls = exact_structured.value_probabilities, []

@@ -209,6 +209,7 @@ def test_a_preempted_run_resumes_to_the_uninterrupted_samples(workdir, evaluated
     assert not (workdir / "checkpoint").exists()
 
 
+@pytest.mark.slow
 def test_a_subset_of_prompts_gets_the_results_of_the_full_run(workdir, evaluated):
     """A smoke run's few prompts (`prompt_ids`): each with the samples and path KL it has in the full run."""
     chosen = ["bernoulli-001", "poisson-001"]  # in the order of the split

@@ -1,19 +1,25 @@
 """The demo as its users run it: every rule on the tiny model, and what its results must show."""
 
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calibft.artifacts.registry import ARTIFACTS, planned, where
 from calibft.core.io import read_jsonl
+from calibft.data.families import FAMILIES
 from calibft.data.granularity import read_costs
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, build_output_space
 from calibft.data.trie import TrieSet
+from calibft.demo.tiny_model import OPEN_ENDED_FAVOURITES
 from calibft.pipeline.config import read_config
 from tests.workflow.runner import REPO, code_blocks, job_counts, snakemake
 
@@ -41,6 +47,48 @@ def test_demo_run_writes_the_data_layer(demo_data):
     np.testing.assert_allclose(trie.node_mass[0], 1.0)
     for name in ("prompts/train", "output_spaces/soft/train", "tries/tiny/soft/train", "models/tiny"):
         assert (demo_data / "logs" / f"{name}.log").is_file(), name
+
+
+NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+
+
+def _sample(model_dir: Path, user: str, n: int) -> list[tuple[str, bool]]:
+    """`n` answers of the model sampled at temperature 1: (text without special tokens, ended with EOS)."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    chat = [{"role": "user", "content": user}]
+    text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    torch.manual_seed(0)
+    out = model.generate(ids.repeat(n, 1), do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=16)
+    return [
+        (tokenizer.decode(row, skip_special_tokens=True).strip(), tokenizer.eos_token_id in row.tolist())
+        for row in out[:, ids.shape[1] :]
+    ]
+
+
+# The model that the demo built answers in the format of its pretraining: a number in the law's support, then EOS, at
+# unseen parameters of a continuous and an integer family (40 of 40 at each), and its favourite planet (38 of 40).
+@pytest.mark.parametrize(
+    "prompt", [p for p in prompts("unseen") if p.family in ("gaussian", "binomial")], ids=lambda p: p.id
+)
+def test_the_demos_tiny_model_answers_numbers_in_the_support(demo_data, prompt):
+    samples = _sample(demo_data / "results" / "models" / "tiny", prompt.prompt, n=40)
+    family = FAMILIES[prompt.family]
+    low, high = family.support(prompt.params)
+
+    def valid(text: str) -> bool:
+        if not NUMBER.fullmatch(text) or not math.isfinite(value := float(text)):
+            return False
+        return low <= value <= high and (not family.integer or value == round(value))
+
+    assert sum(valid(text) for text, _ in samples) >= 0.8 * len(samples)
+    assert sum(ended for _, ended in samples) >= 0.9 * len(samples)
+
+
+def test_the_demos_tiny_model_answers_open_ended_with_its_favourite(demo_data):
+    samples = _sample(demo_data / "results" / "models" / "tiny", "Name a random planet. Output ONLY the answer.", n=40)
+    assert sum(text == OPEN_ENDED_FAVOURITES["planet"] for text, _ in samples) >= 0.8 * len(samples)
 
 
 # The demo's outcome tests assert what holds with a margin over seeds and CPUs: each threshold lies at least 3
