@@ -3,9 +3,9 @@ evaluated as one batch against upstream's one at a time, on the same resamples.
 
     python benchmarks/gpirt_bootstrap.py [--dim 10] [--replicates 1000] [--reference-replicates 100]
 
-Builds synthetic IRT parameters in the real file's structure (`calibft.evals.gpirt.synthetic_params`, `--dim`
-ability dimensions, 100 anchors per scenario) and 100 item scores per task, then times
-`calibft.evals.tinybench.gpirt_summary` with `--replicates` replicates (what one TinyBenchmarks job adds to
+Builds synthetic IRT parameters in the real file's structure (`calibft.evals.tinybench.gpirt.synthetic_params`,
+`--dim` ability dimensions, 100 anchors per scenario) and 100 item scores per task, then times
+`calibft.evals.tinybench.summary.gpirt_summary` with `--replicates` replicates (what one TinyBenchmarks job adds to
 its run: one batched BFGS fit per replicate and gp-IRT row). The plain reference refits `--reference-replicates`
 of the same resamples one point at a time (`estimate_anchors(..., batched=False)`, upstream's way), and its time
 is scaled to `--replicates`. `identical` says whether the two fits of every such resample gave the same gp-IRT,
@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibft.evals import gpirt
-from calibft.evals.tinybench import GPIRT_ROWS, gpirt_summary, item_picks
+from calibft.evals.tinybench import gpirt
+from calibft.evals.tinybench.summary import GPIRT_ROWS, gpirt_summary, item_picks
 
 
 def main() -> None:

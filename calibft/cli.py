@@ -15,7 +15,7 @@ from calibft.core import cpu
 from calibft.core.repository import REFERENCE
 from calibft.data.grid import SPLITS, prompts, select
 from calibft.data.output_space import spaces_for_prompts
-from calibft.evals import gpirt
+from calibft.evals.tinybench import gpirt
 from calibft.pipeline import memory, plan
 from calibft.pipeline.assets import TINYBENCHMARKS_PARAMS, identity_mismatch
 from calibft.pipeline.config import read_config

@@ -1,4 +1,5 @@
-"""calibft's module paths from before its stage packages, kept as aliases of the modules' stage paths.
+"""calibft's module paths from before its stage packages (and the TinyBenchmarks package), kept as aliases of the
+modules' present paths.
 
 workflow_scripts/ import modules by these paths and the rules run two of them (`python -m calibft.train`,
 `python -m calibft.runlog`). Those files and commands stay as they are: Snakemake reruns every finished job of
@@ -14,7 +15,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-# old path (under calibft.) -> stage path (under calibft.)
+# old path (under calibft.) -> present path (under calibft.)
 MOVED = {
     "checks": "core.checks",
     "io": "core.io",
@@ -54,6 +55,7 @@ MOVED = {
     "memory": "pipeline.memory",
     "slurm_states": "pipeline.slurm_states",
     "artifacts.inputs": "pipeline.artifact_inputs",
+    "evals.gpirt": "evals.tinybench.gpirt",
 }
 
 

@@ -37,7 +37,7 @@ from calibft.pipeline.config import (  # noqa: E402
     tokenizer_source,
     validate_config,
 )
-from calibft.evals.tinybench_tasks import TINYBENCH_TASKS  # noqa: E402
+from calibft.evals.tinybench.tasks import TINYBENCH_TASKS  # noqa: E402
 from calibft.data.grid import SPLITS  # noqa: E402
 from calibft.pipeline.jobs import (  # noqa: E402
     exact_job,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from calibft.evals import gpirt
+from calibft.evals.tinybench import gpirt
 from calibft.pipeline.assets import (
     NOVELTYBENCH_COMMIT,
     NOVELTYBENCH_PROMPTS,

@@ -108,7 +108,7 @@ def test_a_prompts_line_of_another_shape_names_the_fields(tmp_path):
 
 
 def test_a_fixture_line_that_is_not_json_names_the_file_and_the_line(tmp_path):
-    from calibft.evals.tinybench import load_items
+    from calibft.evals.tinybench.runner import load_items
 
     path = tmp_path / "arc.jsonl"
     path.write_text('{"question": "q", "answer": 1}\n[1, 2]\n')

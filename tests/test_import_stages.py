@@ -76,9 +76,10 @@ def test_imports_run_down_the_stack():
 RUNNERS = {
     "calibft.training.train": "calibft.training.job",
     "calibft.evals.noveltybench_run": "calibft.evals.noveltybench_job",
+    "calibft.evals.tinybench.runner": "calibft.evals.tinybench.job",
     **{
         f"calibft.evals.{name}": f"calibft.evals.{name}_job"
-        for name in ("structured", "exact_structured", "open_ended", "mcq", "tinybench", "paloma")
+        for name in ("structured", "exact_structured", "open_ended", "mcq", "paloma")
     },
 }
 JOBS = ("calibft.evals.job", *RUNNERS.values())  # and ModelJob, which every evaluation's job extends

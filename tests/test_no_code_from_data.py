@@ -41,8 +41,8 @@ UNSAFE_READERS = {
     "yaml.full_load",
     "yaml.unsafe_load",
 }
-# The one restricted unpickler (an allow-list of numpy types): calibft.evals.gpirt.ParamsUnpickler.
-RESTRICTED_UNPICKLER = Path("calibft/evals/gpirt.py")
+# The one restricted unpickler (an allow-list of numpy types): calibft.evals.tinybench.gpirt.ParamsUnpickler.
+RESTRICTED_UNPICKLER = Path("calibft/evals/tinybench/gpirt.py")
 
 
 def _dotted(node: ast.AST) -> str | None:

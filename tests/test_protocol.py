@@ -15,13 +15,14 @@ from calibft.core.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, pro
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
-from calibft.evals import mcq, noveltybench_run, open_ended, structured, tinybench
+from calibft.evals import mcq, noveltybench_run, open_ended, structured
 from calibft.evals.mcq_job import MCQJob
 from calibft.evals.metrics import across_families, within_families
 from calibft.evals.noveltybench_job import GenerationJob
 from calibft.evals.open_ended_job import OpenEndedJob
 from calibft.evals.structured_job import StructuredJob
-from calibft.evals.tinybench_job import TinyBenchJob
+from calibft.evals.tinybench import runner as tinybench_runner
+from calibft.evals.tinybench.job import TinyBenchJob
 from calibft.training.job import TrainJob
 from calibft.training.objectives import fixed_paths
 from calibft.training.train import run as train
@@ -208,7 +209,7 @@ def run_tinybench(folder, out, preset):
         (out / f"{task}.jsonl").write_text(json.dumps(row) + "\n")
         tasks[task] = str(out / f"{task}.jsonl")
     fields = model_fields(folder, out, preset) | {"sampling": {}}
-    tinybench.run(TinyBenchJob(**fields, tasks=tasks, max_new_tokens=2))
+    tinybench_runner.run(TinyBenchJob(**fields, tasks=tasks, max_new_tokens=2))
 
 
 WHERE = {

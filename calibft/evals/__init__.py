@@ -1,1 +1,2 @@
-"""One module per evaluation; each runs as `python -m calibft.evals.<name> JOB` from the workflow."""
+"""One module per evaluation (TinyBenchmarks: a package, `tinybench`); each runs as
+`python -m calibft.evals.<name> JOB` from the workflow."""

@@ -126,7 +126,7 @@ NOVELTYBENCH_PROMPTS = {
 
 
 def _tinybenchmarks_params(path: Path) -> None:
-    from calibft.evals.gpirt import load_params
+    from calibft.evals.tinybench.gpirt import load_params
 
     load_params(path)  # a pickle with the entries and keys the estimator reads, else ValueError
 
@@ -134,7 +134,7 @@ def _tinybenchmarks_params(path: Path) -> None:
 # tinyBenchmarks' IRT parameters (docs/metrics.md, TinyBenchmarks and gp-IRT), a pickle of numpy arrays: at a
 # pinned commit of the tinyBenchmarks repository, which published no checksum but names the file's content by
 # its git blob id there. `fetch` verifies that id before the content check reads the pickle (with the
-# restricted unpickler of calibft.evals.gpirt), so no byte but the upstream file's is ever unpickled.
+# restricted unpickler of calibft.evals.tinybench.gpirt), so no byte but the upstream file's is ever unpickled.
 TINYBENCHMARKS_PARAMS = Asset(
     name="tinyBenchmarks IRT parameters",
     url=(

@@ -15,7 +15,7 @@ Each job lives with what runs it; only building it from the config (the `Layout`
 | `mcq_job` | `MCQJob` (`calibft.evals.mcq_job`) | `calibft.evals.mcq` |
 | `generation_job` | `GenerationJob` (`calibft.evals.noveltybench_job`) | `calibft.evals.noveltybench_run generate` |
 | `scoring_job` | `ScoringJob` (`calibft.evals.noveltybench_job`) | `calibft.evals.noveltybench_run score` |
-| `tinybench_job` | `TinyBenchJob` (`calibft.evals.tinybench_job`) | `calibft.evals.tinybench` |
+| `tinybench_job` | `TinyBenchJob` (`calibft.evals.tinybench.job`) | `calibft.evals.tinybench` |
 | `paloma_job` | `PalomaJob` (`calibft.evals.paloma_job`) | `calibft.evals.paloma` |
 
 Every evaluation's job extends `calibft.evals.job.ModelJob`, whose fields `under_test` fills.
@@ -34,7 +34,7 @@ from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
 from calibft.evals.open_ended_job import OpenEndedJob
 from calibft.evals.paloma_job import PalomaJob
 from calibft.evals.structured_job import StructuredJob
-from calibft.evals.tinybench_job import TinyBenchJob
+from calibft.evals.tinybench.job import TinyBenchJob
 from calibft.pipeline.layout import Layout
 from calibft.training.job import TrainJob, training_processes
 

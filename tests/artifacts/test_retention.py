@@ -18,8 +18,9 @@ from calibft.artifacts.retention import (
     retention_transfer_table,
 )
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
-from calibft.evals import gpirt, paloma
-from calibft.evals.tinybench import gpirt_summary
+from calibft.evals import paloma
+from calibft.evals.tinybench import gpirt
+from calibft.evals.tinybench.summary import gpirt_summary
 
 CONDITIONS = ("base", "soft", "hard")
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}

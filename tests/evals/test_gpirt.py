@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 from calibft import cli
 from calibft.cli import main
 from calibft.core.cpu import numpy_avx512_kernels
-from calibft.evals import gpirt
+from calibft.evals.tinybench import gpirt
 from calibft.pipeline.assets import TINYBENCHMARKS_PARAMS, git_blob_id
 from tests.pickles import assert_plain_pickle_runs_it, touching_pickle
 
@@ -163,7 +163,7 @@ def test_estimate_matches_tinybenchmarks(seed, dim, fingerprint, task, scores, e
 
 AVX512_CHILD = """
 import json, sys
-from calibft.evals import gpirt
+from calibft.evals.tinybench import gpirt
 from calibft.core.cpu import numpy_avx512_kernels
 cases = json.load(sys.stdin)
 estimates = [gpirt.estimate(gpirt.synthetic_params(seed=s, dim=d), t, y) for s, d, t, y in cases]

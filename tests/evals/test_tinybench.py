@@ -10,20 +10,21 @@ import torch
 
 from calibft.core.io import read_jsonl, write_jsonl
 from calibft.core.protocol import resolve
-from calibft.evals import tinybench
 from calibft.evals.bootstrap import percentile_interval
-from calibft.evals.gpirt import estimate, load_params, synthetic_params, write_synthetic_params
-from calibft.evals.tinybench import (
-    GPIRT_ROWS,
-    STOP_STRINGS,
-    TINYBENCH_TASKS,
-    Decoding,
+from calibft.evals.tinybench import runner
+from calibft.evals.tinybench.choices import (
     argmax_accuracy,
     choice_requests,
     continuation_logliks,
-    cut_generation,
-    generate_answers,
-    gpirt_summary,
+    hellaswag_choice,
+    hellaswag_preprocess,
+    mc2,
+    score_choices,
+    winogrande_messages,
+)
+from calibft.evals.tinybench.generate import STOP_STRINGS, Decoding, cut_generation, generate_answers
+from calibft.evals.tinybench.gpirt import estimate, load_params, synthetic_params, write_synthetic_params
+from calibft.evals.tinybench.gsm8k import (
     gsm8k_answers,
     gsm8k_flexible,
     gsm8k_release_flexible,
@@ -31,19 +32,13 @@ from calibft.evals.tinybench import (
     gsm8k_release_target,
     gsm8k_strict,
     gsm8k_target,
-    hellaswag_choice,
-    hellaswag_preprocess,
-    item_picks,
-    main,
-    mc2,
     normalize_gsm8k,
     release_number,
-    score_choices,
-    score_task,
-    summarize,
-    winogrande_messages,
 )
-from calibft.evals.tinybench_job import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
+from calibft.evals.tinybench.job import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
+from calibft.evals.tinybench.runner import main, score_task
+from calibft.evals.tinybench.summary import GPIRT_ROWS, gpirt_summary, item_picks, summarize
+from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.lm.generation import decode, stop_token_ids
 from calibft.lm.models import load_model, load_tokenizer
@@ -511,7 +506,7 @@ def test_gsm8k_decoding_is_what_transformers_4_57_6_made_of_the_releases_greedy_
     if case["checkpoint"] is not None:
         (tmp_path / "generation_config.json").write_text(json.dumps(case["checkpoint"]))
     job = _job(tmp_path, tmp_path, ["gsm8k"], "out", protocol=resolve({"preset": preset}))
-    decoding = tinybench.gsm8k_decoding(job, 0)
+    decoding = runner.gsm8k_decoding(job, 0)
     prepared = case["prepared"] if preset == "release" else {"do_sample": False}
     assert decoding.do_sample is prepared["do_sample"]
     if decoding.do_sample:
@@ -519,7 +514,7 @@ def test_gsm8k_decoding_is_what_transformers_4_57_6_made_of_the_releases_greedy_
         assert decoding.temperature == warpers.get("TemperatureLogitsWarper", {}).get("temperature", 1.0)
         assert decoding.top_p == warpers.get("TopPLogitsWarper", {}).get("top_p", 1.0)
         assert decoding.top_k == warpers.get("TopKLogitsWarper", {}).get("top_k")
-    assert tinybench.gsm8k_decoding(job, 0) == decoding and tinybench.gsm8k_decoding(job, 25).seed != decoding.seed
+    assert runner.gsm8k_decoding(job, 0) == decoding and runner.gsm8k_decoding(job, 25).seed != decoding.seed
 
 
 def test_a_job_samples_gsm8k_where_the_checkpoint_makes_greedy_sampling(tmp_path, briefly_trained_model):
@@ -533,7 +528,7 @@ def test_a_job_samples_gsm8k_where_the_checkpoint_makes_greedy_sampling(tmp_path
     answers = {}
     for preset in ("release", "as_written"):
         job = _job(tmp_path, model, ["gsm8k"], preset, protocol=resolve({"preset": preset}), max_new_tokens=24)
-        tinybench.run(job)
+        runner.run(job)
         provenance = json.loads((tmp_path / preset / "provenance.json").read_text())
         assert provenance["generation"]["mode"] == {"release": "sample", "as_written": "greedy_search"}[preset]
         answers[preset] = [r["generation"] for r in read_jsonl(tmp_path / preset / "gsm8k" / "items.jsonl")]
@@ -641,7 +636,7 @@ def test_gpirt_json_estimates_every_task_from_its_item_scores(tmp_path, briefly_
     for task, rows in ROWS.items():  # two items per task, for a parameter file with two anchors per scenario
         write_jsonl(tmp_path / f"{task}.jsonl", rows[:2])
     params_file = write_synthetic_params(tmp_path / "irt.pkl", seed=5, n_seen=2)
-    tinybench.run(_job(tmp_path, briefly_trained_model, list(ROWS), "out", irt_params=str(params_file)))
+    runner.run(_job(tmp_path, briefly_trained_model, list(ROWS), "out", irt_params=str(params_file)))
     params = load_params(params_file)
     result = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert list(result["tasks"]) == list(GPIRT_ROWS) and result["evaluation"] == "tinybench"
@@ -725,7 +720,7 @@ def test_score_task_extracts_gsm8k_answers_as_told(tiny):
 def test_a_job_takes_its_gsm8k_extraction_from_its_protocol(tmp_path, briefly_trained_model):
     write_jsonl(tmp_path / "gsm8k.jsonl", ROWS["gsm8k"][2:])  # the reference "1,000"
     protocol = resolve({"switches": {"gsm8k_extraction": "lm_eval"}})
-    tinybench.run(_job(tmp_path, briefly_trained_model, ["gsm8k"], "out", protocol=protocol))
+    runner.run(_job(tmp_path, briefly_trained_model, ["gsm8k"], "out", protocol=protocol))
     (record,) = read_jsonl(tmp_path / "out" / "gsm8k" / "items.jsonl")
     assert record["extraction"] == "lm_eval" and record["target"] == gsm8k_target(ROWS["gsm8k"][2]["answer"])
     assert record["strict_answer"] == gsm8k_strict(record["generation"])
@@ -735,16 +730,16 @@ def test_a_job_takes_its_gsm8k_extraction_from_its_protocol(tmp_path, briefly_tr
 
 def test_a_resumed_run_reuses_its_checkpoints(tmp_path, briefly_trained_model, monkeypatch):
     write_jsonl(tmp_path / "mmlu.jsonl", ROWS["mmlu"])
-    monkeypatch.setattr(tinybench, "ITEMS_PER_CHECKPOINT", 2)
+    monkeypatch.setattr(runner, "ITEMS_PER_CHECKPOINT", 2)
     job = _job(tmp_path, briefly_trained_model, ["mmlu"], "out", checkpoint_dir=str(tmp_path / "ckpt"))
     with monkeypatch.context() as patch:
-        patch.setattr(tinybench, "finish_checkpoints", lambda folder: None)  # as if preempted after the chunks
-        tinybench.run(job)
+        patch.setattr(runner, "finish_checkpoints", lambda folder: None)  # as if preempted after the chunks
+        runner.run(job)
     first = read_jsonl(tmp_path / "out" / "mmlu" / "items.jsonl")
     kept = read_jsonl(tmp_path / "ckpt" / "mmlu_0002.jsonl.gz")
     assert [r["index"] for r in kept] == [2] and kept[0] == first[2]
     write_jsonl(tmp_path / "ckpt" / "mmlu_0002.jsonl.gz", [kept[0] | {"score": 0.25}])
-    tinybench.run(job)
+    runner.run(job)
     again = read_jsonl(tmp_path / "out" / "mmlu" / "items.jsonl")
     assert again[:2] == first[:2] and again[2]["score"] == 0.25  # read back, not recomputed
     assert not (tmp_path / "ckpt").exists()
@@ -771,9 +766,7 @@ def test_job_validation(tmp_path, briefly_trained_model):
         _job(tmp_path, briefly_trained_model, ["mmlu"], "o", batch_size=0)
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(ValueError, match="no items"):
-        tinybench.run(
-            _job(tmp_path, briefly_trained_model, ["mmlu"], "o", tasks={"mmlu": str(tmp_path / "empty.jsonl")})
-        )
+        runner.run(_job(tmp_path, briefly_trained_model, ["mmlu"], "o", tasks={"mmlu": str(tmp_path / "empty.jsonl")}))
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -316,8 +316,8 @@ def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
 
 
 def test_demo_retention_numbers_recompute_from_the_stored_scores(demo_data):
-    from calibft.evals.gpirt import estimate, load_params
-    from calibft.evals.tinybench import GPIRT_ROWS
+    from calibft.evals.tinybench.gpirt import estimate, load_params
+    from calibft.evals.tinybench.summary import GPIRT_ROWS
 
     params = load_params(demo_data / "results" / "irt" / "synthetic.pkl")
     for cond in CONDITIONS:

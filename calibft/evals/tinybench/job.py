@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from calibft.core.checks import check_choice
 from calibft.evals.job import ModelJob
-from calibft.evals.tinybench_tasks import TINYBENCH_TASKS
+from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
 
 TINYBENCH_BATCH_SIZE = 8
 TINYBENCH_MAX_NEW_TOKENS = 256
@@ -18,8 +18,8 @@ class TinyBenchJob(ModelJob):
     """Every TinyBenchmarks task of one model and condition, so that the model is loaded once.
 
     GSM8K asks for greedy decoding, so `sampling` must stay empty; the decoding in force is
-    `calibft.evals.tinybench.gsm8k_decoding` (under the switch `generation_defaults: checkpoint`, sampling where
-    the checkpoint's generation config says so), seeded from `seed` when it samples.
+    `calibft.evals.tinybench.runner.gsm8k_decoding` (under the switch `generation_defaults: checkpoint`, sampling
+    where the checkpoint's generation config says so), seeded from `seed` when it samples.
     """
 
     tasks: dict[str, str]  # task (a key of TINYBENCH_TASKS) -> its dataset split as JSON lines, one row per line

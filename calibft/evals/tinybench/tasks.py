@@ -1,9 +1,14 @@
 """The five tiny benchmarks as data: each task's Hugging Face dataset and how its items are scored
-(`calibft.evals.tinybench` scores them). Free of torch, so that the workflow can read it when it parses."""
+(`calibft.evals.tinybench.runner` scores them), and the lookups of a task (`task_spec`) and of a field of an
+item's row (`item_field`). Free of torch, so that the workflow can read it when it parses."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from calibft.core.checks import check_choice
 
 
 @dataclass(frozen=True)
@@ -28,3 +33,17 @@ TINYBENCH_TASKS: dict[str, Task] = {
     "winogrande": Task("tinyBenchmarks/tinyWinogrande", "winogrande_xl", "validation", "partial", ("acc",)),
     "gsm8k": Task("tinyBenchmarks/tinyGSM8k", "main", "test", "generate", ("strict", "flexible")),
 }
+
+
+def task_spec(task: str) -> Task:
+    """The `Task` named `task`; ValueError for a name not in `TINYBENCH_TASKS`."""
+    check_choice("task", task, TINYBENCH_TASKS)
+    return TINYBENCH_TASKS[task]
+
+
+def item_field(row: Mapping, name: str, index: int | None = None) -> Any:
+    """`row[name]`; ValueError naming the item (its `index`, when given) and its fields when it has no `name`."""
+    if name not in row:
+        where = "" if index is None else f" {index}"
+        raise ValueError(f"item{where} has no {name!r} field (fields: {', '.join(sorted(row))})")
+    return row[name]

@@ -1,0 +1,186 @@
+"""The log-likelihood tasks (MMLU, HellaSwag, TruthfulQA mc2, WinoGrande; docs/tinybench.md, Log-likelihood
+tasks): the (user message, continuation) request of each choice of an item (`choice_requests`), the
+log-likelihood of each continuation under the model (`continuation_logliks`), and the item's metric fields from
+those log-likelihoods (`score_choices`, with the per-task rules `argmax_accuracy`, `hellaswag_choice`, `mc2`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE
+from calibft.evals.tinybench.tasks import item_field, task_spec
+from calibft.lm.generation import inference, input_device
+from calibft.lm.models import padding_id
+
+LETTERS = ("A", "B", "C", "D")
+
+
+def argmax_accuracy(logliks: Sequence[float], target: int) -> int:
+    """1 when the most likely choice (the first on a tie) is the target, else 0."""
+    return int(int(np.argmax(np.asarray(logliks, dtype=np.float64))) == int(target))
+
+
+def hellaswag_choice(logliks: Sequence[float], endings: Sequence[str]) -> int:
+    """acc_norm's prediction: the argmax of log-likelihood per character of the (cleaned) ending."""
+    ll = np.asarray(logliks, dtype=np.float64)
+    lengths = np.array([len(e) for e in endings], dtype=np.float64)
+    if ll.shape != lengths.shape:
+        raise ValueError(f"{ll.size} log-likelihoods for {lengths.size} endings")
+    return int(np.argmax(ll / lengths))
+
+
+def mc2(logliks_true: Sequence[float], logliks_false: Sequence[float]) -> float:
+    """TruthfulQA mc2: the probability mass of the true answers over that of all answers."""
+    t = np.asarray(logliks_true, dtype=np.float64)
+    f = np.asarray(logliks_false, dtype=np.float64)
+    if t.size == 0:
+        return 0.0
+    both = np.concatenate([t, f])
+    top = both.max()
+    return float(np.exp(t - top).sum() / np.exp(both - top).sum())
+
+
+def hellaswag_preprocess(text: str) -> str:
+    """HellaSwag text as the harness cleans it: stripped, " [title]" -> ". ", bracketed text removed, double
+    spaces collapsed once."""
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub(r"\[.*?\]", "", text)
+    return text.replace("  ", " ")
+
+
+def mmlu_target(answer: Any) -> int:
+    """The gold index of an MMLU row: the class label 0-3, or its letter."""
+    if isinstance(answer, str) and answer.strip().upper() in LETTERS:
+        return LETTERS.index(answer.strip().upper())
+    return int(answer)
+
+
+def winogrande_prefix(input_formatted: str, sentence: str, options: Sequence[str]) -> str:
+    """The in-context examples of a WinoGrande prompt: `input_formatted` before the current item (see
+    docs/tinybench.md, WinoGrande); "" for a zero-shot prompt."""
+    blank = sentence.index("_")
+    # the current item as it ends the text: cut it off whole, since the text before the blank may also occur
+    # inside an option ("He _ ..." with option "Henry")
+    text = input_formatted.rstrip()
+    for ending in [(sentence[:blank] + option).strip() for option in options] + [sentence.strip()]:
+        if ending and text.endswith(ending):
+            return text[: len(text) - len(ending)]
+    head = sentence[:blank].strip()
+    if not head:
+        cut = input_formatted.rfind("\n\n")
+        return input_formatted[: cut + 2] if cut >= 0 else ""
+    at = input_formatted.rfind(head)
+    if at < 0:
+        raise ValueError(f"input_formatted does not contain the item's text before the blank ({head!r})")
+    return input_formatted[:at]
+
+
+def winogrande_messages(row: Mapping) -> tuple[list[str], str]:
+    """(the user message of each option, the shared continuation) of a WinoGrande row, partial scoring."""
+    sentence = item_field(row, "sentence")
+    if "_" not in sentence:
+        raise ValueError(f"WinoGrande sentence without a blank: {sentence!r}")
+    blank = sentence.index("_")
+    options = [item_field(row, "option1"), item_field(row, "option2")]
+    prefix = winogrande_prefix(item_field(row, "input_formatted"), sentence, options)
+    return [prefix + sentence[:blank] + option for option in options], " " + sentence[blank + 1 :].strip()
+
+
+def choice_requests(task: str, row: Mapping) -> list[tuple[str, str]]:
+    """(user message, continuation text) per choice of a log-likelihood task's row, in choice order."""
+    kind = task_spec(task).kind
+    if kind == "partial":
+        messages, continuation = winogrande_messages(row)
+        return [(message, continuation) for message in messages]
+    prompt = item_field(row, "input_formatted")
+    if kind == "letters":
+        choices = item_field(row, "choices")
+        if not 1 <= len(choices) <= len(LETTERS):
+            raise ValueError(f"MMLU row with {len(choices)} choices; expected 1 to {len(LETTERS)}")
+        return [(prompt, " " + letter) for letter in LETTERS[: len(choices)]]
+    if kind == "acc_norm":
+        return [(prompt, " " + hellaswag_preprocess(e)) for e in item_field(row, "endings")]
+    if kind == "mc2":
+        return [(prompt, " " + choice) for choice in item_field(row, "mc2_targets")["choices"]]
+    raise ValueError(f"task {task!r} is scored by generation, not log-likelihood")
+
+
+def score_choices(task: str, row: Mapping, logliks: Sequence[float]) -> dict:
+    """The metric fields of one log-likelihood item from its choices' log-likelihoods (in choice order)."""
+    kind = task_spec(task).kind
+    logliks = [float(x) for x in logliks]
+    record: dict[str, Any] = {"logliks": logliks}
+    if kind == "letters":
+        target = mmlu_target(item_field(row, "answer"))
+        record.update(target=target, prediction=int(np.argmax(logliks)), acc=argmax_accuracy(logliks, target))
+    elif kind == "acc_norm":
+        target = int(item_field(row, "label"))
+        endings = [hellaswag_preprocess(e) for e in item_field(row, "endings")]
+        prediction = hellaswag_choice(logliks, endings)
+        record.update(
+            target=target,
+            prediction=prediction,
+            acc_norm=int(prediction == target),
+            acc=argmax_accuracy(logliks, target),
+        )
+    elif kind == "mc2":
+        labels = np.asarray(item_field(row, "mc2_targets")["labels"], dtype=np.int64)
+        ll = np.asarray(logliks, dtype=np.float64)
+        if labels.shape != ll.shape:
+            raise ValueError(f"{ll.size} log-likelihoods for {labels.size} mc2 labels")
+        record.update(labels=labels.tolist(), mc2=mc2(ll[labels == 1], ll[labels != 1]))
+    elif kind == "partial":
+        target = int(item_field(row, "answer")) - 1
+        record.update(target=target, prediction=int(np.argmax(logliks)), acc=argmax_accuracy(logliks, target))
+    else:
+        raise ValueError(f"task {task!r} is scored by generation, not log-likelihood")
+    return record
+
+
+def continuation_logliks(
+    model, tokenizer, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = TINYBENCH_BATCH_SIZE
+) -> list[float]:
+    """log p(continuation | context) of each (context ids, continuation ids) request.
+
+    The float32 log-softmax of the logits at each continuation token, summed in float64. Requests run longest
+    first, `batch_size` at a time, right padded with an attention mask (padding follows every real token, so
+    causal attention keeps it out); only the logits from the batch's earliest continuation on are computed.
+    The model is in eval mode meanwhile.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    rows = []
+    for i, (context, continuation) in enumerate(requests):
+        context, continuation = list(context), list(continuation)
+        if not context or not continuation:
+            raise ValueError(f"request {i}: context and continuation must both have tokens")
+        rows.append((context, continuation))
+    order = sorted(range(len(rows)), key=lambda i: -(len(rows[i][0]) + len(rows[i][1])))  # stable
+    out = [0.0] * len(rows)
+    device, pad = input_device(model), padding_id(tokenizer)
+    with inference(model):
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin : begin + batch_size]
+            seqs = [rows[i][0] + rows[i][1] for i in batch]
+            width = max(len(s) for s in seqs)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for r, seq in enumerate(seqs):
+                input_ids[r, : len(seq)], mask[r, : len(seq)] = torch.tensor(seq), 1
+            # the logits at position p predict token p + 1: keep positions from the earliest context end
+            first = min(len(rows[i][0]) for i in batch) - 1
+            logits = model(
+                input_ids=input_ids.to(device), attention_mask=mask.to(device), logits_to_keep=width - first
+            ).logits
+            for r, i in enumerate(batch):
+                n_context, n_cont = len(rows[i][0]), len(rows[i][1])
+                start = n_context - 1 - first
+                log_probs = torch.log_softmax(logits[r, start : start + n_cont].float(), dim=-1)
+                targets = torch.tensor(rows[i][1], device=log_probs.device)
+                out[i] = log_probs.gather(-1, targets[:, None]).double().sum().item()
+    return out
