@@ -39,47 +39,47 @@ include: "rules/reproduction.smk"
 rule all:
     default_target: True
     input:
-        data_outputs(),
-        adapter_outputs(),
-        eval_outputs(),
-        artifact_files(),
+        data_outputs(LAYOUT),
+        adapter_outputs(LAYOUT),
+        eval_outputs(LAYOUT),
+        artifact_files(LAYOUT),
         noveltybench_qualitative_tables,
-        reproduction_files(),
+        reproduction_files(LAYOUT, REPRODUCED),
     localrule: True
 
 
 rule data:
     input:
-        data_outputs(),
+        data_outputs(LAYOUT),
     localrule: True
 
 
 rule adapters:
     input:
-        adapter_outputs(),
+        adapter_outputs(LAYOUT),
     localrule: True
 
 
 rule evaluations:
     input:
-        eval_outputs(),
+        eval_outputs(LAYOUT),
     localrule: True
 
 
 rule structured:
     input:
-        structured_outputs(),
+        structured_outputs(LAYOUT),
     localrule: True
 
 
 rule tables:
     input:
-        artifact_files(),
+        artifact_files(LAYOUT),
         noveltybench_qualitative_tables,
     localrule: True
 
 
 rule reproduce:
     input:
-        reproduction_files(),
+        reproduction_files(LAYOUT, REPRODUCED),
     localrule: True

@@ -1,10 +1,8 @@
 import json
-import math
 import os
 import re
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 # `calibft` is importable here and in every job, conda environments included (they pin its dependencies
 # only), and shell commands find the `python` and `accelerate` that run Snakemake (a conda job's own
@@ -32,6 +30,7 @@ from calibft.pipeline.assets import (  # noqa: E402
 from calibft.pipeline.config import (  # noqa: E402
     base_of,
     check_config,
+    check_standalone,
     hub_checkpoints,
     resolved,
     tokenizer_source,
@@ -51,8 +50,23 @@ from calibft.pipeline.jobs import (  # noqa: E402
     tinybench_job,
     train_job,
 )
-from calibft.training.job import training_processes  # noqa: E402
 from calibft.pipeline.layout import Layout  # noqa: E402
+from calibft.pipeline.resources import (  # noqa: E402
+    job_resources,
+    resource_value,
+    training_launcher,
+    trie_job_mem_mb,
+)
+from calibft.pipeline.targets import (  # noqa: E402
+    adapter_outputs,
+    artifact_files,
+    data_outputs,
+    eval_outputs,
+    plans_qualitative_tables,
+    qualitative_tables,
+    reproduction_files,
+    structured_outputs,
+)
 from calibft.core.protocol import protocol_name  # noqa: E402
 from calibft.artifacts.reference import compared_rows, read_csv_file  # noqa: E402
 from calibft.pipeline.slurm_states import watch_ended_jobs  # noqa: E402
@@ -64,26 +78,14 @@ watch_ended_jobs()
 # A cluster job gets the --configfiles of the main process but not --replace-workflow-config, so it would read
 # config.yaml under a configuration that the main process read alone (see the Snakefile). A configuration that
 # names a base is standalone through it, but the option would discard the base as it discards config.yaml.
-if workflow.config_settings.replace_workflow_config and not config.get(
-    "standalone", False
-):
-    raise ValueError(
-        "--replace-workflow-config is not passed on to cluster jobs, which would then read config.yaml under "
-        f"{' and '.join(map(str, workflow.overwrite_configfiles))}: put `standalone: true` in a configuration "
-        "that replaces config.yaml, and drop the option"
-    )
 # Snakemake skips a configfile that does not exist when --configfiles are given: the base that a configuration
 # names must be there, and be a whole configuration.
-if "base" in config and not config.get("standalone", False):
-    _base = os.path.join(workflow.basedir, config["base"])
-    raise ValueError(
-        f"{' and '.join(map(str, workflow.overwrite_configfiles))}: base {config['base']!r} "
-        + (
-            "is no whole configuration: put `standalone: true` in it"
-            if os.path.isfile(_base)
-            else f"does not exist (looked for {_base})"
-        )
-    )
+check_standalone(
+    config,
+    workflow.config_settings.replace_workflow_config,
+    workflow.overwrite_configfiles,
+    workflow.basedir,
+)
 # a configuration over a base, its keys in one order whichever file holds them, and each model with what its
 # family shares (model_families): calibft.pipeline.config.resolved. A config that does not match the schema
 # stops here, before any job, naming the file, the key and the fix.
@@ -104,11 +106,6 @@ check_config(config)
 # snapshotted once under resources/hf/models/ (rule checkpoint_snapshot) and every job loads it from there.
 LAYOUT = Layout(config, workflow.basedir)
 HUB_CHECKPOINTS = hub_checkpoints(config)
-_LOGS = (
-    "logs"
-    if LAYOUT.root == "results"
-    else f"logs/protocols/{protocol_name(config['protocol'])}"
-)
 
 
 # With several seeds, each seed's training runs and evaluations go under seeds/{seed}/ of the results and of
@@ -127,7 +124,7 @@ def run_out(path):
 
 
 def out_log(path):
-    return f"{_LOGS}/{path}"
+    return f"{LAYOUT.logs}/{path}"
 
 
 def run_log(path):
@@ -136,7 +133,7 @@ def run_log(path):
 
 def out_benchmark(path):
     """Snakemake's timing of a heavy job (`benchmark:`), beside the logs."""
-    return f"{_LOGS}/benchmarks/{path}"
+    return f"{LAYOUT.logs}/benchmarks/{path}"
 
 
 def run_benchmark(path):
@@ -183,23 +180,6 @@ wildcard_constraints:
 # (rules/models.smk).
 
 
-def data_outputs():
-    """Every artifact of the data layer: prompts, output spaces and tries."""
-    prompts = [LAYOUT.prompts(split) for split in SPLITS]
-    spaces = [
-        LAYOUT.space(space, split)
-        for space, settings in config["output_spaces"].items()
-        for split in settings["splits"]
-    ]
-    tries = [
-        LAYOUT.tries(tokenizer, space, split)
-        for space, splits in config["tries"].items()
-        for split in splits
-        for tokenizer in LAYOUT.trie_tokenizers(space, split)
-    ]
-    return prompts + spaces + tries
-
-
 def space_settings(wildcards):
     settings = config["output_spaces"][wildcards.space]
     return {"decimals": settings["decimals"], "max_bins": settings["max_bins"]}
@@ -227,14 +207,8 @@ def data_resources(name):
 
 
 def trie_mem_mb(wildcards, input):
-    """The data jobs' memory plus `trie_mem_mb_per_space_mb` per MB of the output-space file:
-    the tries of a space take 10 to 18 times its file (measured; 5.4 GB at the peak for
-    1988 prompts at 16384 bins). Unknown (<TBD>) until the space exists."""
-    data = config["resources"]["data"]
-    per_space_mb = data.get("trie_mem_mb_per_space_mb", 0)
-    return data["mem_mb"] + math.ceil(
-        per_space_mb * os.path.getsize(input.space) / 2**20
-    )
+    """A trie job's memory grows with its output-space file: unknown (<TBD>) until the space exists."""
+    return trie_job_mem_mb(config["resources"]["data"], os.path.getsize(input.space))
 
 
 def tiny_model_settings(wildcards):
@@ -267,16 +241,6 @@ def job_params(build):
     return job
 
 
-def adapter_outputs(runs=None):
-    """The run.json of these (model, recipe) runs of every seed; by default every adapter."""
-    runs = runs or LAYOUT.training_runs
-    return [
-        f"{layout.adapter_folder(model, recipe)}/run.json"
-        for layout in LAYOUT.per_seed()
-        for model, recipe in runs
-    ]
-
-
 def train_data(wildcards):
     return LAYOUT.train_data(wildcards.model, wildcards.recipe)
 
@@ -294,19 +258,9 @@ def model_resource(name, section="resources"):
     """A resource of the model's training runs (`resources`) or evaluation jobs (`eval_resources`)."""
 
     def resource(wildcards):
-        return config["models"][wildcards.model][section].get(
-            name, 1 if name == "cpus" else None
-        )
+        return resource_value(config["models"][wildcards.model][section], name)
 
     return resource
-
-
-def job_resources(resource):
-    """The `resources:` of a job (gpu, gpu_model, mem_mb, runtime) by the config's names for them, and which
-    attempt of the job it is (for `attempt_logged`)."""
-    keys = ["gpu", "gpu_model", "mem_mb", "runtime"]
-    resources = {key: resource("gpus" if key == "gpu" else key) for key in keys}
-    return {**resources, "attempt": lambda wildcards, attempt: attempt}
 
 
 def attempt_logged(command):
@@ -317,7 +271,7 @@ def attempt_logged(command):
 
 
 def scoring_resource(name):
-    return NOVELTYBENCH["scoring_resources"].get(name, 1 if name == "cpus" else None)
+    return resource_value(NOVELTYBENCH["scoring_resources"], name)
 
 
 TRAIN_RESOURCES = job_resources(model_resource)
@@ -327,14 +281,7 @@ SCORING_RESOURCES = job_resources(scoring_resource)
 
 
 def train_launcher(wildcards):
-    """One process on the CPU or one GPU; `accelerate launch` with a process per GPU otherwise."""
-    processes = training_processes(config["models"][wildcards.model])
-    if processes == 1:
-        return "python"
-    return (
-        f"accelerate launch --config_file {workflow.basedir}/launch/"
-        f"{config['training']['distributed']}.yaml --num_processes {processes}"
-    )
+    return training_launcher(config, wildcards.model, workflow.basedir)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -412,50 +359,7 @@ def paloma_files(wildcards):
 
 
 def paloma_dataset(wildcards):
-    """A PALOMA slice (calibft.pipeline.assets.HubDataset fields): gated."""
-    return {
-        "path": "allenai/paloma",
-        "name": wildcards.paloma_slice,
-        "split": "test",
-        "revision": PALOMA["revision"],
-        "gated": True,
-    }
-
-
-def eval_outputs():
-    """Every evaluation of every seed: structured sampling, its exact counterpart, SSOT, open-ended generation,
-    MCQ, NoveltyBench, TinyBenchmarks and PALOMA."""
-    return [path for layout in LAYOUT.per_seed() for path in seed_eval_outputs(layout)]
-
-
-def seed_eval_outputs(layout):
-    """The evaluations of one seed's layout."""
-    structured = [
-        path
-        for split in STRUCTURED["splits"]
-        for path in layout.structured_metrics(split)
-        + layout.exact_metrics(split)
-        + layout.ssot_metrics(split)
-    ]
-    structured += [
-        path
-        for split in STRUCTURED["splits"]
-        for objective in ("soft", "hard")
-        for path in layout.ablation_metrics(objective, split)
-        if path not in structured
-    ]
-    noveltybench = [
-        path.replace("scores.jsonl", "summary.json")
-        for path in layout.noveltybench_scores()
-    ]
-    files = [
-        ("open_ended", "metrics.json"),
-        ("mcq", "metrics.json"),
-        ("tinybench", "summary.json"),
-        ("paloma", "summary.json"),
-    ]
-    others = [path for name in files for path in layout.eval_files(*name)]
-    return structured + noveltybench + others
+    return LAYOUT.paloma_dataset(wildcards.paloma_slice)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -492,35 +396,10 @@ def artifact_caption(wildcards):
     return f"{row.caption} ({row.label})" if row.label else row.caption
 
 
-def artifact_files(structured_only=False):
-    """The files of every table and figure that the config renders (the target `structured`'s only)."""
-    rows = planned(STRUCTURED["splits"], structured_only)
-    return [out(path) for row in rows for path in row.files()]
-
-
-def structured_outputs():
-    """The structured-sampling part of the paper (target `structured`, what profiles/mini runs): the final
-    recipes' adapters, the structured evaluations of every condition, and their tables and figures.
-    """
-    metrics = [
-        path
-        for layout in LAYOUT.per_seed()
-        for split in STRUCTURED["splits"]
-        for path in layout.structured_metrics(split)
-    ]
-    adapters = adapter_outputs(LAYOUT.main_runs)
-    return adapters + metrics + artifact_files(structured_only=True)
-
-
 # The reproduction report (calibft.artifacts.reproduction): each compared table against the configured reference.
 REFERENCE = LAYOUT.workflow_file(config["reproduction"]["reference"])
 REFERENCE_CELLS = read_csv_file(REFERENCE)
 REPRODUCED = compared_rows(planned(STRUCTURED["splits"]), REFERENCE_CELLS)
-
-
-def reproduction_files():
-    names = [row.name for row in REPRODUCED] + ["reproduction", "compute"]
-    return [out(f"reproduction/{name}.csv") for name in names]
 
 
 def noveltybench_curated_scores(wildcards):
@@ -532,11 +411,7 @@ def noveltybench_qualitative_tables(wildcards):
     """The qualitative tables, named after the cases that checkpoint noveltybench_qualitative_cases chose
     (none without the curated split or without the base, soft and hard conditions they compare).
     """
-    if "curated" not in NOVELTYBENCH["splits"] or not {"base", "soft", "hard"} <= set(
-        CONDITIONS
-    ):
+    if not plans_qualitative_tables(LAYOUT):
         return []
     cases = checkpoints.noveltybench_qualitative_cases.get().output[0]
-    (row,) = [row for row in ARTIFACTS if row.chosen]
-    names = [case["name"] for case in json.loads(Path(cases).read_text())]
-    return [out(path) for name in names for path in row.files(name)]
+    return qualitative_tables(LAYOUT, cases)

@@ -48,8 +48,8 @@ rule reproduction_summary:
 
 rule compute_report:
     input:
-        adapter_outputs(LAYOUT.main_runs),
-        eval_outputs(),
+        adapter_outputs(LAYOUT, LAYOUT.main_runs),
+        eval_outputs(LAYOUT),
         reference=REFERENCE,
     output:
         report(

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def launcher_fsdp_env() -> dict[str, str]:
-    """The FSDP settings `accelerate launch --config_file launch/fsdp.yaml` hands its processes (rules/common.smk's
-    train_launcher)."""
+    """The FSDP settings `accelerate launch --config_file launch/fsdp.yaml` hands its processes
+    (calibft.pipeline.resources.training_launcher)."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_multi_gpu_env
 

@@ -1,5 +1,5 @@
 """Model families (calibft.pipeline.config.resolve_model_families): what a model inherits, and what it overrides; and a
-configuration over the base it names (calibft.pipeline.config.read_config)."""
+configuration over the base it names (calibft.pipeline.config.read_config, check_standalone)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from calibft.pipeline.config import in_written_order, merged, read_config, resolve_model_families
+from calibft.pipeline.config import check_standalone, in_written_order, merged, read_config, resolve_model_families
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,3 +127,18 @@ def test_a_configuration_over_a_base_lists_the_schemas_keys_in_its_order_then_th
     assert list(ordered["recipes"]) == ["soft", "hard", "mine"]  # names: the base's, then the configuration's
     assert list(ordered["recipes"]["hard"]) == ["objective", "max_steps"]
     assert list(ordered["recipes"]["soft"]) == ["objective", "space"]
+
+
+def test_a_configuration_that_a_cluster_job_would_read_otherwise_stops_naming_the_fix(tmp_path):
+    """check_standalone: a cluster job gets the --configfiles but not --replace-workflow-config, and Snakemake skips
+    a missing base, so either would give it another configuration than the main process."""
+    (tmp_path / "partial.yaml").write_text("seeds: [1]\n")
+    files = [tmp_path / "mine.yaml"]
+    check_standalone({"standalone": True, "base": "gone.yaml"}, True, files, str(tmp_path))  # whole: nothing to say
+    check_standalone({"seeds": [1]}, False, files, str(tmp_path))  # over config.yaml, as every cluster job reads it
+    with pytest.raises(ValueError, match=r"--replace-workflow-config is not passed on to cluster jobs, .*mine\.yaml"):
+        check_standalone({"seeds": [1]}, True, files, str(tmp_path))
+    with pytest.raises(ValueError, match=r"mine\.yaml: base 'partial\.yaml' is no whole configuration: put"):
+        check_standalone({"base": "partial.yaml"}, False, files, str(tmp_path))
+    with pytest.raises(ValueError, match=rf"base 'gone\.yaml' does not exist \(looked for {tmp_path}/gone\.yaml\)"):
+        check_standalone({"base": "gone.yaml"}, False, files, str(tmp_path))

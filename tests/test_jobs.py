@@ -13,6 +13,7 @@ from snakemake.utils import validate
 
 from calibft.core.io import read_job
 from calibft.data.grid import prompts
+from calibft.pipeline.assets import HubDataset
 from calibft.pipeline.config import read_config
 from calibft.pipeline.jobs import (
     generation_job,
@@ -153,3 +154,20 @@ def test_with_one_seed_the_runs_keep_their_plain_paths():
     job = train_job(PAPER, model="qwen3_8b", recipe="soft")
     assert (job.seed, job.out_dir) == (11, "results/adapters/qwen3_8b/soft")
     assert PAPER.seeded(11).eval_folder("qwen3_8b", "base", "mcq") == "results/eval/qwen3_8b/base/mcq"
+
+
+def test_a_protocols_logs_go_beside_its_results():
+    assert PAPER.logs == "logs"
+    assert Layout(load("config.yaml", preset="as_written"), "/repo").logs == "logs/protocols/as_written"
+
+
+def test_a_paloma_slice_is_downloaded_at_the_configured_revision_with_a_token():
+    dataset = PAPER.paloma_dataset("ptb")
+    assert dataset == {
+        "path": "allenai/paloma",
+        "name": "ptb",
+        "split": "test",
+        "revision": PAPER.config["evaluation"]["paloma"]["revision"],
+        "gated": True,
+    }
+    assert HubDataset(**dataset).gated  # what rule paloma_slice's script makes of it

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -63,6 +65,32 @@ def resolved(config: dict, base: dict | None) -> dict:
     settings (`resolve_model_families`). Returns a new dict."""
     ordered = copy.deepcopy(config) if base is None else in_written_order(config, base)
     return resolve_model_families(ordered)
+
+
+def check_standalone(
+    config: dict, replaces_config: bool, configfiles: Sequence[str | os.PathLike], basedir: str
+) -> None:
+    """Raise ValueError, naming the `configfiles` (the --configfiles) and the fix, when a cluster job would read
+    another configuration than the main process. `config` is as Snakemake merged it; `replaces_config`: whether
+    --replace-workflow-config was given, which cluster jobs do not get, so they would read config.yaml too unless
+    the configuration says it is whole (`standalone: true`). A base that the configuration names (`base:`, under
+    `basedir`) must be there, since Snakemake skips a configfile that does not exist, and be whole."""
+    if config.get("standalone", False):
+        return
+    files = " and ".join(map(str, configfiles))
+    if replaces_config:
+        raise ValueError(
+            "--replace-workflow-config is not passed on to cluster jobs, which would then read config.yaml under "
+            f"{files}: put `standalone: true` in a configuration that replaces config.yaml, and drop the option"
+        )
+    if "base" in config:
+        base = os.path.join(basedir, config["base"])
+        problem = (
+            "is no whole configuration: put `standalone: true` in it"
+            if os.path.isfile(base)
+            else f"does not exist (looked for {base})"
+        )
+        raise ValueError(f"{files}: base {config['base']!r} {problem}")
 
 
 def in_written_order(config: dict, base: dict) -> dict:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from calibft.core.protocol import protocol_root, resolve
+from calibft.core.protocol import protocol_name, protocol_root, resolve
 from calibft.pipeline.assets import (
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,
@@ -110,6 +110,12 @@ class Layout:
     def root(self) -> str:
         """`results` for the release protocol, `results/protocols/{name}` for any other (`calibft.core.protocol`)."""
         return protocol_root(self.config["protocol"])
+
+    @cached_property
+    def logs(self) -> str:
+        """Where the logs of the protocol's jobs go: `logs` for the release protocol, `logs/protocols/{name}` for
+        any other; the data layer's logs are under `logs` whatever the protocol."""
+        return "logs" if self.root == "results" else f"logs/protocols/{protocol_name(self.config['protocol'])}"
 
     @cached_property
     def protocol(self) -> dict[str, str]:
@@ -247,6 +253,12 @@ class Layout:
             name: self.configured_or_download(files and files[name], f"resources/paloma/{name}.jsonl")
             for name in self.config["evaluation"]["paloma"]["slices"]
         }
+
+    def paloma_dataset(self, name: str) -> dict[str, Any]:
+        """A PALOMA slice that rule paloma_slice downloads (`calibft.pipeline.assets.HubDataset` fields), at the
+        configured revision: gated, so its download needs a token of an account that accepted the terms."""
+        revision = self.config["evaluation"]["paloma"]["revision"]
+        return {"path": "allenai/paloma", "name": name, "split": "test", "revision": revision, "gated": True}
 
     def ssot_release_prompts(self) -> str | None:
         """The release's SSOT prompt file (configured, or downloaded by rule ssot_prompts) under the protocol
