@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from scipy.optimize import approx_fprime, minimize
 
 from calibft import cli
 from calibft.cli import main
@@ -613,6 +613,17 @@ def test_the_batched_likelihood_is_each_single_one_bit_for_bit():
         thetas = rng.normal(size=(7, A.shape[0])) * 5
         batched = gpirt.batch_negative_log_likelihood(thetas, A, B, y)
         assert batched.tolist() == [gpirt.negative_log_likelihood(theta, A, B, y) for theta in thetas]
+
+
+def test_the_batched_gradient_is_scipys_forward_difference_bit_for_bit():
+    """scipy's public forward difference with BFGS's step, at ordinary points and at coordinates so large that
+    the step vanishes (where scipy falls back to a relative step)."""
+    rng = np.random.default_rng(2)
+    for A, B, y in _random_problems(40):
+        D = A.shape[0]
+        for theta in (rng.normal(size=D) * 5, np.where(rng.random(D) < 0.5, 1e17, -3.0), np.zeros(D)):
+            want = approx_fprime(theta, gpirt.negative_log_likelihood, gpirt.DIFFERENCE_STEP, A, B, y)
+            assert gpirt.forward_difference_gradient(theta, A, B, y).tolist() == want.tolist()
 
 
 def test_a_batched_fit_takes_the_steps_of_the_plain_fit():

@@ -632,6 +632,7 @@ def workdir(tmp_path_factory, briefly_trained_model) -> Path:
     return root / "out"
 
 
+@pytest.mark.slow
 def test_gpirt_json_estimates_every_task_from_its_item_scores(tmp_path, briefly_trained_model):
     for task, rows in ROWS.items():  # two items per task, for a parameter file with two anchors per scenario
         write_jsonl(tmp_path / f"{task}.jsonl", rows[:2])
