@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -93,6 +94,12 @@ def check_standalone(
         raise ValueError(f"{files}: base {config['base']!r} {problem}")
 
 
+@functools.cache
+def config_schema() -> dict:
+    """The configuration's JSON schema (SCHEMA), read once per process. Callers must not change it."""
+    return yaml.safe_load((REPOSITORY / SCHEMA).read_text())
+
+
 def in_written_order(config: dict, base: dict) -> dict:
     """`config`, a configuration merged over `base`, with the keys of every mapping in one order: the properties
     that the schema declares there, in the schema's order, then the other keys (names of output spaces, recipes,
@@ -100,7 +107,7 @@ def in_written_order(config: dict, base: dict) -> dict:
     keys first; jobs record parts of the configuration as text (a training job its recipe, a table the names of
     the recipes), so without this the order of a file's keys, not their values, would change a job's parameters
     and Snakemake would rerun it. Returns a new dict."""
-    schema = yaml.safe_load((REPOSITORY / SCHEMA).read_text())
+    schema = config_schema()
 
     def resolved(node) -> dict:
         while isinstance(node, dict) and "$ref" in node:
