@@ -16,7 +16,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=15
+PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=30
 STAMP := $(VENV)/.installed
 TEST_CLUSTER ?= /tmp/calibft-test-cluster
 

@@ -11,6 +11,7 @@ rule structured_eval:
         run_log("eval/{model}/{cond}/structured/{eval_split}.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
+    priority: 1  # its samples are what the exact pass, a long job, is set against
     conda:
         "../envs/calibft.yaml"
     threads: model_resource("cpus", "eval_resources")
