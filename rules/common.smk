@@ -89,7 +89,7 @@ check_standalone(
 # a configuration over a base, its keys in one order whichever file holds them, and each model with what its
 # family shares (model_families): calibft.pipeline.config.resolved. A config that does not match the schema
 # stops here, before any job, naming the file, the key and the fix.
-_resolved = resolved(config, base_of(config))
+_resolved = resolved(config, base_of(config, workflow.basedir))
 config.clear()
 config.update(_resolved)
 validate_config(

@@ -50,11 +50,12 @@ def read_config(path: str | Path) -> dict:
     return resolved(config if base is None else merged(base, config), base)
 
 
-def base_of(config: dict) -> dict | None:
-    """The base configuration that `config` names (`base:`, a path in this repository); None without one."""
+def base_of(config: dict, workflow_dir: str | Path = REPOSITORY) -> dict | None:
+    """The base configuration that `config` names (`base:`, a path under `workflow_dir`, the directory of the
+    Snakefile, where Snakemake reads it too); None without one."""
     if "base" not in config:
         return None
-    path = REPOSITORY / config["base"]
+    path = Path(workflow_dir) / config["base"]
     if not path.is_file():
         raise ValueError(f"base {config['base']!r} does not exist (looked for {path})")
     return yaml.safe_load(path.read_text())
