@@ -111,7 +111,7 @@ def main() -> None:
             # an answer feeds every token it drew but the last (its stop token, or the one at max_new_tokens)
             fed = sum(len(t) - (not done) for t, done in zip(drawn.token_ids, drawn.finished, strict=True))
             row = {
-                "exact_tokens": forwarded_tokens(len(ids), trie),
+                "exact_tokens": forwarded_tokens(len(ids), trie, args.batch_nodes),
                 "sampling_tokens": len(ids) + fed,
                 "plain_tokens": int(len(trie.value_leaf) * len(ids) + trie.value_length.sum()),
                 "exact_s": exact_s,
@@ -149,7 +149,7 @@ def main() -> None:
                 "exact_over_sampling_tokens": round(mean("exact_tokens") / mean("sampling_tokens"), 2),
                 "exact_s_per_prompt": round(mean("exact_s"), 3),
                 "sampling_s_per_prompt": round(mean("sampling_s"), 3),
-                "plain_s_per_prompt": round(mean("plain_s"), 3),
+                "plain_s_per_prompt": round(mean("plain_s"), 3) if args.plain_prompts else None,
                 "plain_prompts": min(args.plain_prompts, len(rows)),
                 "projected_tflop_per_prompt": projected,
             }

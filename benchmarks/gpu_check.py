@@ -268,7 +268,7 @@ def exact_figures(model, inputs: ExactInputs, stops, device) -> dict:
         _synchronize(device)
         seconds.append(time.perf_counter() - start)
         sums.append(float(probs.sum()))
-        tokens.append(forwarded_tokens(len(ids), trie))
+        tokens.append(forwarded_tokens(len(ids), trie, batch_nodes))
     return {
         "space": space_label(inputs.space),
         "split": inputs.split,

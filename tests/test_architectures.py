@@ -31,8 +31,10 @@ import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import CONFIG_MAPPING, PreTrainedTokenizerFast
 
+from calibft.data.trie import TokenizedValues, build_trie
 from calibft.lm.generation import decode, stop_token_ids
 from calibft.lm.models import attach_lora, load_for_inference, load_model, load_tokenizer, padding_id
+from calibft.lm.trie_walk import node_log_probs
 from calibft.pipeline.config import read_config
 from calibft.training.objectives import completion_cross_entropy, completion_logits, make_batch
 from tests.fsdp_policy import wrap_policy, wrapped_modules
@@ -514,6 +516,27 @@ def test_cached_decoding_past_the_sliding_window_matches_recomputation(folders, 
                 ids = torch.tensor([prompt + table[row, :step].tolist()])
                 full = model(input_ids=ids, use_cache=False).logits[0, -1].float()
                 assert torch.allclose(row_logits, full, rtol=0, atol=1e-4), (step, row)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_exact_walk_past_the_sliding_window_matches_scoring_each_value_alone(folders, name):
+    """`calibft.lm.trie_walk`'s tree masks on each architecture (sliding windows of 4 after a prompt of 6, attention
+    sinks, multimodal Gemma-3): every node's log-probability equals the sum along its path of a cache-free forward
+    over the prompt and the node's prefix."""
+    mini, folder = MINIATURES[name], folders[name]
+    model = load_for_inference(folder, "fp32")
+    prompt = [WORDS + i for i in (5, 1, 4, 1, 5, 9)]
+    stop = mini.stops[0]
+    values = [[WORDS + 20 + i for i in range(k)] + [stop] for k in range(1, 6)]
+    values += [[WORDS + 20, WORDS + 30 + i, stop] for i in range(3)] + [[WORDS + 31, stop]]
+    trie = build_trie(TokenizedValues.from_lists(values), np.full(len(values), 1 / len(values)))
+    log_probs = node_log_probs(model, prompt, trie, batch_nodes=3)
+    with torch.no_grad():
+        for value, leaf in zip(values, trie.value_leaf, strict=True):
+            ids = torch.tensor([prompt + value])
+            steps = torch.log_softmax(model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1 : -1], dim=-1)
+            expected = float(steps[torch.arange(len(value)), torch.tensor(value)].double().sum())
+            assert log_probs[leaf] == pytest.approx(expected, abs=1e-4), value
 
 
 FSDP_RANK = """

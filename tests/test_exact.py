@@ -65,10 +65,25 @@ def test_the_trie_branches_at_several_depths(setup):
     assert len(np.unique(trie.value_length)) >= 3
 
 
-def test_the_walk_forwards_the_prompt_and_one_token_per_internal_node(setup):
-    trie = setup.trie
+@pytest.mark.parametrize("batch_nodes", [1, 2, 3, 10_000])
+def test_the_walk_forwards_the_prompt_each_internal_node_and_each_batchs_first_ancestors(setup, batch_nodes):
+    """What `forwarded_tokens` counts is what the model is fed: the prompt, every internal node once, and per
+    batch the ancestors of its first node (none when one batch holds every node)."""
+    trie, fed = setup.trie, []
+    hook = setup.model.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
+    try:
+        node_log_probs(setup.model, setup.prompt_ids, trie, batch_nodes=batch_nodes)
+    finally:
+        hook.remove()
     internal = {int(trie.node_parent[node]) for node in range(1, trie.num_nodes)} - {0}
-    assert forwarded_tokens(len(setup.prompt_ids), trie) == len(setup.prompt_ids) + len(internal)
+    assert forwarded_tokens(len(setup.prompt_ids), trie, batch_nodes) == sum(fed)
+    assert len(fed) == 1 + -(-len(internal) // batch_nodes)
+    if batch_nodes == 10_000:
+        assert sum(fed) == len(setup.prompt_ids) + len(internal)
+    else:
+        assert sum(fed) > len(setup.prompt_ids) + len(internal)
 
 
 @pytest.mark.parametrize("batch_nodes", [1, 3, 10_000])

@@ -171,7 +171,11 @@ def run(job: ExactJob) -> None:
         def compute(ids=ids, trie=trie, prompt=prompt):
             probs, _ = value_probabilities(model, ids, trie, job.batch_nodes, next_token)
             return [
-                {"id": prompt.id, "model_probs": probs.tolist(), "forwarded_tokens": forwarded_tokens(len(ids), trie)}
+                {
+                    "id": prompt.id,
+                    "model_probs": probs.tolist(),
+                    "forwarded_tokens": forwarded_tokens(len(ids), trie, job.batch_nodes),
+                }
             ]
 
         (result,) = per_prompt(checkpoint, prompt.id, compute)

@@ -2,15 +2,19 @@
 
 A value's probability given the prompt is the product of the model's next-token probabilities along its tokens,
 the last factor being the probability of ending there, and values that share a prefix share those factors. The
-trie walk computes every node's log-probability log P(prefix | prompt) once: the prompt is run once, and every
-internal node of the trie (a prefix that some value extends) is fed as one token on top of its parent's KV
-cache, so a prompt costs its own length plus one token per internal node. A value's probability is then that of
-its leaf (the node after its EOS), and the mass the model puts outside the space is what the leaves leave of 1.
+trie walk computes every node's log-probability log P(prefix | prompt) once: the prompt is run once into a KV
+cache, and every internal node of the trie (a prefix that some value extends) is fed once, as one token on top
+of the prompt's cache, so a prompt costs its own length plus one token per internal node (plus, per batch, the
+few ancestors of its first node). A value's probability is then that of its leaf (the node after its EOS), and
+the mass the model puts outside the space is what the leaves leave of 1.
 
-The walk is depth first, in batches of at most `batch_nodes` sibling-level nodes: a batch's cache holds one row
-per node (its parent's row, selected with the cache's own `batch_select_indices`, then extended by the node's
-token), and the batches of the next level are taken from it before the rest of this level. Memory holds at most
-one batch's cache per level of the trie.
+The internal nodes are fed in depth-first order, `batch_nodes` at a time, as one sequence after the prompt: a
+tree attention mask lets each node see the prompt and its own ancestors only, and its position id is the
+prompt's length plus its depth, so each node's logits are those of its prefix alone. In depth-first order every
+ancestor of a batch's node is in the batch or is an ancestor of the batch's first node, so a batch is its nodes
+plus that first node's ancestors. Nothing is copied per node: memory holds the prompt's cache and one batch. The
+masks apply each layer's sliding window by position, as the model's own masks do; every layer of the prompt's
+cache keeps every token, so that the windows are the masks' alone.
 
 The next-token distribution is the sampling engine's (`calibft.lm.generation`): the float32 softmax of the logits
 divided by the temperature, top-p filtered; with `stop_ids`, ending a value means emitting any of them (the
@@ -19,18 +23,18 @@ engine stops on any), so the EOS leaf gets their summed probability.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from transformers import DynamicCache
 
 from calibft.data.trie import Trie
 from calibft.lm.generation import inference, input_device, top_p_filter
 
-# internal nodes fed together: bounds the [batch, vocab] logits and each level's cache rows
+# internal nodes fed together: bounds the [batch, vocab] logits and the batch's activations
 DEFAULT_BATCH_NODES = 256
 
 
@@ -51,9 +55,12 @@ class NextToken:
         return torch.log(top_p_filter(torch.softmax(scaled, dim=-1), self.top_p))
 
 
-def forwarded_tokens(prompt_length: int, trie: Trie) -> int:
-    """Tokens the walk forwards for one prompt: the prompt, then one per internal node but the root."""
-    return prompt_length + int(np.count_nonzero(trie.child_count[1:]))
+def forwarded_tokens(prompt_length: int, trie: Trie, batch_nodes: int = DEFAULT_BATCH_NODES) -> int:
+    """Tokens the walk forwards for one prompt: the prompt, one per internal node but the root, and the ancestors
+    of each batch's first node."""
+    shape = TreeShape.of(trie)
+    firsts = shape.order[::batch_nodes]
+    return prompt_length + len(shape.order) + int((shape.depth[firsts] - 1).sum())
 
 
 def node_log_probs(
@@ -73,38 +80,125 @@ def node_log_probs(
         raise ValueError(f"batch_nodes must be >= 1, got {batch_nodes}")
     if len(prompt_ids) == 0:
         raise ValueError("the prompt is empty: the first token of a value needs logits to be scored from")
+    attention = getattr(model.config, "_attn_implementation", "sdpa")
+    if attention not in ("sdpa", "eager"):
+        raise ValueError(
+            f"the exact walk's tree attention mask needs attn_implementation 'sdpa' or 'eager', not {attention!r}"
+        )
     device = input_device(model)
+    shape = TreeShape.of(trie)
     scorer = _ChildScorer(trie, next_token)
+    masks = _TreeMasks(model, len(prompt_ids), shape)
     with inference(model):
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
-        prefill = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
-        root = np.zeros(1, dtype=np.int64)
-        scorer.score(root, prefill.logits[:, -1])
-        # (internal nodes of one depth, each one's parent row in the cache, the cache of their parents)
-        pending = [(*scorer.internal_children(root), prefill.past_key_values)]
-        while pending:
-            nodes, parent_rows, parent_cache = pending.pop()
-            batch, rest = slice(0, batch_nodes), slice(batch_nodes, None)
-            if len(nodes) > batch_nodes:  # the rest of this level waits below the batch's descendants
-                pending.append((nodes[rest], parent_rows[rest], parent_cache))
-            nodes, parent_rows = nodes[batch], parent_rows[batch]
-            cache = copy.deepcopy(parent_cache)
-            cache.batch_select_indices(torch.as_tensor(parent_rows, device=device))
-            tokens = torch.as_tensor(trie.node_token[nodes], device=device).long()[:, None]
-            out = model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            scorer.score(nodes, out.logits[:, -1])
-            children, rows = scorer.internal_children(nodes)
-            if len(children):
-                pending.append((children, rows, cache))
-    return scorer.log_probs
+        # full layers only: the prompt's every token stays in the cache, the masks apply the sliding windows
+        prefill = model(input_ids=prompt, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+        prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
+        scorer.score(np.zeros(1, dtype=np.int64), prefill.logits[:, -1])
+        for start in range(0, len(shape.order), batch_nodes):
+            nodes = shape.order[start : start + batch_nodes]
+            fed = np.concatenate([shape.ancestors(nodes[0]), nodes])  # the first node's ancestors, then the batch
+            out = model(
+                input_ids=torch.as_tensor(trie.node_token[fed], device=device).long()[None],
+                position_ids=torch.as_tensor(len(prompt_ids) - 1 + shape.depth[fed], device=device)[None],
+                attention_mask=masks.of(fed),
+                past_key_values=DynamicCache(prompt_cache),  # a new cache on the prompt's tensors: they stay as is
+                use_cache=True,
+                logits_to_keep=len(nodes),
+            )
+            scorer.score(nodes, out.logits[0])
+    return scorer.log_probs()
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """A trie's nodes as the walk feeds them: each node's depth, and the internal nodes but the root in depth-first
+    order (a node before its children, siblings in trie order)."""
+
+    parent: np.ndarray  # int64 [N]; -1 for the root
+    depth: np.ndarray  # int64 [N]; 0 for the root
+    order: np.ndarray  # int64: the internal nodes but the root, depth first
+
+    @classmethod
+    def of(cls, trie: Trie) -> TreeShape:
+        n = trie.num_nodes
+        parent = trie.node_parent.astype(np.int64)
+        # each node's rank among its siblings, plus one (0 marks "no ancestor at this depth" and sorts first)
+        rank = np.zeros(n, dtype=np.int64)
+        rank[1:] = np.arange(1, n) - trie.child_start[parent[1:]] + 1
+        # up[j]: each node's ancestor j levels up (0 once past the root)
+        up, depth = [np.arange(n)], np.zeros(n, dtype=np.int64)
+        while up[-1].any():
+            depth += up[-1] > 0
+            up.append(np.where(up[-1] > 0, parent[up[-1]], 0))
+        # path[i, d]: rank of node i's ancestor at depth d + 1, itself included; lexicographic order is depth first
+        path = np.zeros((n, max(int(depth.max()), 1)), dtype=np.int64)
+        for j, ancestor in enumerate(up[:-1]):
+            row = np.flatnonzero(depth - j >= 1)
+            path[row, depth[row] - j - 1] = rank[ancestor[row]]
+        order = np.lexsort(path.T[::-1])
+        internal = order[(trie.child_count[order] > 0) & (order > 0)]
+        return cls(parent, depth, internal)
+
+    def ancestors(self, node: int) -> np.ndarray:
+        """The ancestors of `node`, the root and the node excluded, from the shallowest."""
+        chain = []
+        while (node := int(self.parent[node])) > 0:
+            chain.append(node)
+        return np.array(chain[::-1], dtype=np.int64)
+
+
+def sliding_window(model: Any) -> int | None:
+    """The window of the model's sliding-window attention layers; None where it has none."""
+    config = model.config.get_text_config(decoder=True)
+    layer_types = getattr(config, "layer_types", None) or []
+    return config.sliding_window if "sliding_attention" in layer_types else None
+
+
+class _TreeMasks:
+    """Additive attention masks of a batch fed after the prompt: each node sees the prompt and its ancestors and
+    itself, and on sliding-window layers only the keys fewer than the window's positions behind it (the model's
+    own rule, `transformers.masking_utils.sliding_window_overlay`)."""
+
+    def __init__(self, model: Any, prompt_length: int, shape: TreeShape):
+        self.window = sliding_window(model)
+        self.prompt_length, self.shape = prompt_length, shape
+        self.dtype, self.device = model.get_input_embeddings().weight.dtype, input_device(model)
+        self.slot = np.full(len(shape.depth), -1, dtype=np.int64)  # each fed node's index in the batch
+
+    def _additive(self, allowed: np.ndarray) -> torch.Tensor:
+        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
+        mask.masked_fill_(torch.as_tensor(~allowed, device=self.device), torch.finfo(self.dtype).min)
+        return mask[None, None]
+
+    def of(self, fed: np.ndarray) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The mask of the nodes `fed` (each node's ancestors among them): a tensor, or per layer type."""
+        rows = np.arange(len(fed))
+        self.slot[fed] = rows
+        tree = np.zeros((len(fed), len(fed)), dtype=bool)
+        node = fed.copy()
+        while len(rows):
+            tree[rows, self.slot[node]] = True
+            node = self.shape.parent[node]
+            kept = node > 0
+            rows, node = rows[kept], node[kept]
+        self.slot[fed] = -1
+        allowed = np.concatenate([np.ones((len(fed), self.prompt_length), dtype=bool), tree], axis=1)
+        if self.window is None:
+            return self._additive(allowed)
+        position = self.prompt_length - 1 + self.shape.depth[fed]
+        key_position = np.concatenate([np.arange(self.prompt_length), position])
+        in_window = position[:, None] - key_position[None, :] < self.window
+        return {"full_attention": self._additive(allowed), "sliding_attention": self._additive(allowed & in_window)}
 
 
 class _ChildScorer:
-    """Scores the children of parents whose log-probabilities are known, into `log_probs` (node 0 is 0)."""
+    """Scores the children of scored parents: the log-probability of the token (or, for an EOS leaf, of ending)
+    that leads from each parent into each child; `log_probs` sums them along the paths (node 0 is 0)."""
 
     def __init__(self, trie: Trie, next_token: NextToken):
         self.trie, self.next_token = trie, next_token
-        self.log_probs = np.zeros(trie.num_nodes, dtype=np.float64)
+        self.terms = np.zeros(trie.num_nodes, dtype=np.float64)
         self.child_start = trie.child_start.astype(np.int64)
         self.child_count = trie.child_count.astype(np.int64)
         self.leaves = np.zeros(trie.num_nodes, dtype=bool)  # the nodes after a value's EOS
@@ -119,12 +213,6 @@ class _ChildScorer:
         rank = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
         return self.child_start[parents][row] + rank, row
 
-    def internal_children(self, parents: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The children of `parents` that have children of their own, and the index in `parents` of each one's."""
-        kids, row = self.children(parents)
-        internal = self.child_count[kids] > 0
-        return kids[internal], row[internal]
-
     def score(self, parents: np.ndarray, logits: torch.Tensor) -> None:
         """Score the children of `parents` from their next-token `logits` [len(parents), vocab] (row i after the
         prefix of parents[i])."""
@@ -137,7 +225,17 @@ class _ChildScorer:
             ends = torch.as_tensor(self.leaves[kids], device=log_softmax.device)
             stop_terms = torch.logsumexp(log_softmax[:, self.stop_ids.to(log_softmax.device)], dim=-1).double()
             terms = torch.where(ends, stop_terms[rows], terms)
-        self.log_probs[kids] = self.log_probs[parents][row] + terms.cpu().numpy()
+        self.terms[kids] = terms.cpu().numpy()
+
+    def log_probs(self) -> np.ndarray:
+        """Each node's parent's log-probability plus its own term, level by level from the root's children."""
+        log_probs = np.zeros(self.trie.num_nodes, dtype=np.float64)
+        level = np.zeros(1, dtype=np.int64)
+        while len(level):
+            kids, row = self.children(level)
+            log_probs[kids] = log_probs[level][row] + self.terms[kids]
+            level = kids[self.child_count[kids] > 0]
+        return log_probs
 
 
 def value_probabilities(

@@ -5,7 +5,7 @@ device, in bf16 as the jobs load it: tensors there have shapes and dtypes but no
 nothing. Each job's largest batch then runs on it: a training step through the batch the objectives build
 (`calibft.training.objectives.make_batch`), the model's forward on it, backward and AdamW's step, an evaluation batch
 through the model calls of its job (the sampling engine's prefill, cache copy and decode step; the exact walk's
-trie levels; teacher forcing; PALOMA's windows; NoveltyBench's evaluators scoring, `scoring_memory`).
+tree-masked node batch; teacher forcing; PALOMA's windows; NoveltyBench's evaluators scoring, `scoring_memory`).
 `PeakTracker` counts the bytes of every tensor the batch creates while it is alive, so its peak is what the batch
 adds to the weights.
 
@@ -61,7 +61,7 @@ HEADROOM = 0.10  # every job of `all` must leave this share of its GPUs' memory 
 @dataclass(frozen=True)
 class Batch:
     """What one batch of a GPU job feeds the model: `rows` sequences of `prompt` tokens, `new` tokens generated
-    or scored after them, and for the exact walk the trie `levels` whose caches are held at once."""
+    or scored after them, and for the exact walk the trie's depth `levels` (its longest value's tokens)."""
 
     job: str
     kind: str  # train_soft, train_hard, decode, exact, forcing, windows
@@ -116,7 +116,7 @@ def gpu_batches(config: Mapping) -> list[Batch]:
     completion = longest_value(config["output_spaces"]["soft"], ["train"]) + 1
     seq_len = min(training["max_seq_len"], PROMPT_TOKENS["structured"] + completion)
     per_device = training["per_device_batch_size"]
-    # the trie levels whose caches the exact walk holds at once
+    # the exact walk's trie depth: a batch feeds its first node's ancestors too
     levels = longest_value(config["output_spaces"][structured["space"]], structured["splits"])
 
     def generation(job: str, settings: Mapping) -> Batch:
@@ -379,21 +379,34 @@ def _decode_step(model, rows: int, context: int) -> None:
 
 
 def _exact_walk(model, rows: int, prompt: int, levels: int) -> None:
-    """The exact walk at its deepest (`calibft.lm.trie_walk`): one batch's cache per trie level held at once, each
-    level's `rows` nodes fed one token on their parents' rows, and the float32 log-softmax of the deepest."""
+    """The exact walk's batch (`calibft.lm.trie_walk`): the prompt's cache, then `rows` trie nodes and the ancestors
+    of the first (at most `levels` - 1) fed after it as one sequence under a tree mask, a new cache on the
+    prompt's tensors, the rows' logits and their float32 log-softmax."""
     import torch
+    from transformers import DynamicCache
 
-    prefill = model(input_ids=torch.zeros(1, prompt, dtype=torch.long, device="meta"), use_cache=True, logits_to_keep=1)
-    held, parent = [], prefill.past_key_values
-    for _ in range(levels):
-        cache = copy.deepcopy(parent)
-        if len(held) == 0:
-            cache.batch_repeat_interleave(rows)
-        logits = model(
-            input_ids=torch.zeros(rows, 1, dtype=torch.long, device="meta"), past_key_values=cache, use_cache=True
-        ).logits[:, -1]
-        held.append(cache)
-        parent = cache
+    from calibft.lm.trie_walk import sliding_window
+
+    prefill = model(
+        input_ids=torch.zeros(1, prompt, dtype=torch.long, device="meta"),
+        past_key_values=DynamicCache(),
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
+    del prefill
+    fed = rows + levels - 1
+    dtype = model.get_input_embeddings().weight.dtype
+    mask = torch.zeros(1, 1, fed, prompt + fed, dtype=dtype, device="meta")
+    masks = mask if sliding_window(model) is None else {"full_attention": mask, "sliding_attention": mask.clone()}
+    logits = model(
+        input_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
+        position_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
+        attention_mask=masks,
+        past_key_values=DynamicCache(prompt_cache),
+        use_cache=True,
+        logits_to_keep=rows,
+    ).logits[0]
     torch.log_softmax(logits.float(), dim=-1)
 
 
