@@ -88,7 +88,7 @@ def node_log_probs(
     device = input_device(model)
     shape = TreeShape.of(trie)
     scorer = _ChildScorer(trie, next_token)
-    masks = _TreeMasks(model, len(prompt_ids), shape)
+    masks = _TreeMasks(model, len(prompt_ids), trie, shape)
     with inference(model):
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
         # full layers only: the prompt's every token stays in the cache, the masks apply the sliding windows
@@ -97,7 +97,8 @@ def node_log_probs(
         scorer.score(np.zeros(1, dtype=np.int64), prefill.logits[:, -1])
         for start in range(0, len(shape.order), batch_nodes):
             nodes = shape.order[start : start + batch_nodes]
-            fed = np.concatenate([shape.ancestors(nodes[0]), nodes])  # the first node's ancestors, then the batch
+            # the first node's ancestors (root and itself excluded), then the batch
+            fed = np.concatenate([trie.ancestors(int(nodes[0]))[1:-1], nodes])
             out = model(
                 input_ids=torch.as_tensor(trie.node_token[fed], device=device).long()[None],
                 position_ids=torch.as_tensor(len(prompt_ids) - 1 + shape.depth[fed], device=device)[None],
@@ -115,7 +116,6 @@ class TreeShape:
     """A trie's nodes as the walk feeds them: each node's depth, and the internal nodes but the root in depth-first
     order (a node before its children, siblings in trie order)."""
 
-    parent: np.ndarray  # int64 [N]; -1 for the root
     depth: np.ndarray  # int64 [N]; 0 for the root
     order: np.ndarray  # int64: the internal nodes but the root, depth first
 
@@ -138,14 +138,7 @@ class TreeShape:
             path[row, depth[row] - j - 1] = rank[ancestor[row]]
         order = np.lexsort(path.T[::-1])
         internal = order[(trie.child_count[order] > 0) & (order > 0)]
-        return cls(parent, depth, internal)
-
-    def ancestors(self, node: int) -> np.ndarray:
-        """The ancestors of `node`, the root and the node excluded, from the shallowest."""
-        chain = []
-        while (node := int(self.parent[node])) > 0:
-            chain.append(node)
-        return np.array(chain[::-1], dtype=np.int64)
+        return cls(depth, internal)
 
 
 def sliding_window(model: Any) -> int | None:
@@ -155,16 +148,23 @@ def sliding_window(model: Any) -> int | None:
     return config.sliding_window if "sliding_attention" in layer_types else None
 
 
+def layer_masks(full: torch.Tensor, sliding: torch.Tensor | None) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The `attention_mask` argument of a model's forward: the full layers' 4D mask alone, or with the sliding-window
+    layers' by layer type (the keys of `layer_types`) where the model has such layers."""
+    return full if sliding is None else {"full_attention": full, "sliding_attention": sliding}
+
+
 class _TreeMasks:
     """Additive attention masks of a batch fed after the prompt: each node sees the prompt and its ancestors and
     itself, and on sliding-window layers only the keys fewer than the window's positions behind it (the model's
     own rule, `transformers.masking_utils.sliding_window_overlay`)."""
 
-    def __init__(self, model: Any, prompt_length: int, shape: TreeShape):
+    def __init__(self, model: Any, prompt_length: int, trie: Trie, shape: TreeShape):
         self.window = sliding_window(model)
-        self.prompt_length, self.shape = prompt_length, shape
+        self.prompt_length, self.depth = prompt_length, shape.depth
+        self.parent = trie.node_parent.astype(np.int64)
         self.dtype, self.device = model.get_input_embeddings().weight.dtype, input_device(model)
-        self.slot = np.full(len(shape.depth), -1, dtype=np.int64)  # each fed node's index in the batch
+        self.slot = np.full(trie.num_nodes, -1, dtype=np.int64)  # each fed node's index in the batch
 
     def _additive(self, allowed: np.ndarray) -> torch.Tensor:
         mask = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
@@ -179,17 +179,17 @@ class _TreeMasks:
         node = fed.copy()
         while len(rows):
             tree[rows, self.slot[node]] = True
-            node = self.shape.parent[node]
+            node = self.parent[node]
             kept = node > 0
             rows, node = rows[kept], node[kept]
         self.slot[fed] = -1
         allowed = np.concatenate([np.ones((len(fed), self.prompt_length), dtype=bool), tree], axis=1)
         if self.window is None:
-            return self._additive(allowed)
-        position = self.prompt_length - 1 + self.shape.depth[fed]
+            return layer_masks(self._additive(allowed), None)
+        position = self.prompt_length - 1 + self.depth[fed]
         key_position = np.concatenate([np.arange(self.prompt_length), position])
         in_window = position[:, None] - key_position[None, :] < self.window
-        return {"full_attention": self._additive(allowed), "sliding_attention": self._additive(allowed & in_window)}
+        return layer_masks(self._additive(allowed), self._additive(allowed & in_window))
 
 
 class _ChildScorer:

@@ -385,7 +385,7 @@ def _exact_walk(model, rows: int, prompt: int, levels: int) -> None:
     import torch
     from transformers import DynamicCache
 
-    from calibft.lm.trie_walk import sliding_window
+    from calibft.lm.trie_walk import layer_masks, sliding_window
 
     prefill = model(
         input_ids=torch.zeros(1, prompt, dtype=torch.long, device="meta"),
@@ -398,7 +398,7 @@ def _exact_walk(model, rows: int, prompt: int, levels: int) -> None:
     fed = rows + levels - 1
     dtype = model.get_input_embeddings().weight.dtype
     mask = torch.zeros(1, 1, fed, prompt + fed, dtype=dtype, device="meta")
-    masks = mask if sliding_window(model) is None else {"full_attention": mask, "sliding_attention": mask.clone()}
+    masks = layer_masks(mask, None if sliding_window(model) is None else mask.clone())
     logits = model(
         input_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
         position_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
