@@ -7,6 +7,10 @@ For `--prompts` prompts evenly spaced over the unseen split, on the evaluation s
 for the model's tokenizer):
 
 - exact: the trie walk, which forwards the prompt and one token per internal node of the trie;
+- adaptive: the adaptive walk at `--tolerance` (of the normalized W1 and of the mass on the space), which
+  expands the most probable prefixes until the certified bounds on both are that narrow
+  (`calibft.evals.exact_bounds`), with the prompt's mass on the space, the share of the internal nodes it
+  expanded and the widths of its bounds;
 - sampling: `--answers` answers from the sampling engine (temperature 1), which forwards the prompt and every
   answer token but the last (the stop token is sampled, not fed);
 - plain: every value scored alone, prompt and value in one uncached forward pass each (what the walk replaces),
@@ -34,13 +38,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.tiny_model import add_model_arguments, benchmark_model
+from calibft.data.families import family
 from calibft.data.grid import evenly_spaced, prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import Trie, trie_set_for_spaces
+from calibft.evals.exact_bounds import SpaceBounds, Tolerance, mass_bounds
+from calibft.evals.metrics import EXACT_W1_LEVELS, coupling_quantiles, w1_scale
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
 from calibft.lm.models import load_model, load_tokenizer
-from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
+from calibft.lm.trie_walk import NextToken, adaptive_node_log_probs, forwarded_tokens, value_probabilities
 from calibft.pipeline.config import read_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,6 +88,18 @@ def plain_scores(model, prompt_ids: list[int], trie: Trie) -> np.ndarray:
     return np.array(out)
 
 
+def adaptive_pass(model, prompt_ids, trie, values, quantiles, scale, tolerance: Tolerance, batch_nodes, next_token):
+    """The adaptive walk as the exact evaluation runs it: (walk, the widths of its bounds). The law's `quantiles`
+    are the evaluation's, which its W1 needs whichever walk runs."""
+    bounds = SpaceBounds(trie, values, quantiles)
+    walk = adaptive_node_log_probs(
+        model, prompt_ids, trie, lambda w: tolerance.met(bounds, bounds.partial(w), scale), batch_nodes, next_token
+    )
+    partial = bounds.partial(walk)
+    low, high = bounds.w1(partial)
+    return walk, {"w1_norm_width": (high - low) / scale, "mass_width": float(np.diff(mass_bounds(partial))[0])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
@@ -89,6 +108,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-nodes", type=int, default=256)
     parser.add_argument("--plain-prompts", type=int, default=1, help="prompts whose values are also scored alone")
+    parser.add_argument("--tolerance", type=float, default=0.001, help="the adaptive walk's, of W1 norm. and mass")
     args = parser.parse_args()
 
     with benchmark_model(args) as (path, model_name):
@@ -97,28 +117,41 @@ def main() -> None:
         model = load_model(path, "fp32", device.type).to(device).eval()
         stops = stop_token_ids(model, tokenizer)
         chosen = evenly_spaced(prompts("unseen"), args.prompts)
-        tries = trie_set_for_spaces(
-            tokenizer, SpaceSet.from_spaces([p.id for p in chosen], spaces_for_prompts(chosen, 5, 16384))
-        )
+        spaces = spaces_for_prompts(chosen, 5, 16384)
+        tries = trie_set_for_spaces(tokenizer, SpaceSet.from_spaces([p.id for p in chosen], spaces))
         options = ChatOptions.from_config(CHAT)
         settings = SamplingSettings(args.answers, args.max_new_tokens, batch_size=args.answers)
+        tolerance = Tolerance(args.tolerance, args.tolerance)
         rows = []
         for i, prompt in enumerate(chosen):
             ids, trie = chat_prompt_ids(tokenizer, prompt.prompt, options), tries.trie(i)
             next_token = NextToken(stop_ids=tuple(stops))
-            exact_s, _ = _seconds(device, value_probabilities, model, ids, trie, args.batch_nodes, next_token)
+            exact_s, (probs, _) = _seconds(device, value_probabilities, model, ids, trie, args.batch_nodes, next_token)
+            values = np.asarray(spaces[i].values).astype(np.float64)
+            law = family(prompt.family).law(prompt.params)
+            adaptive_s, (walk, widths) = _seconds(
+                device, adaptive_pass, model, ids, trie, values, coupling_quantiles(law, EXACT_W1_LEVELS),
+                w1_scale(law), tolerance, args.batch_nodes, next_token,
+            )  # fmt: skip
             sampling_s, drawn = _seconds(device, sample, model, ids, settings, stops, i + 1)
             # an answer feeds every token it drew but the last (its stop token, or the one at max_new_tokens)
             fed = sum(len(t) - (not done) for t, done in zip(drawn.token_ids, drawn.finished, strict=True))
             row = {
+                "id": prompt.id,
+                "mass_on_space": round(float(probs.sum()), 6),
                 "exact_tokens": forwarded_tokens(len(ids), trie, args.batch_nodes),
+                "adaptive_tokens": walk.tokens,
                 "sampling_tokens": len(ids) + fed,
                 "plain_tokens": int(len(trie.value_leaf) * len(ids) + trie.value_length.sum()),
-                "exact_s": exact_s,
-                "sampling_s": sampling_s,
+                "adaptive_expanded_share": round(float(walk.expanded.sum() / (trie.child_count > 0).sum()), 4),
+                **{key: round(value, 6) for key, value in widths.items()},
+                "exact_s": round(exact_s, 3),
+                "adaptive_s": round(adaptive_s, 3),
+                "sampling_s": round(sampling_s, 3),
             }  # fmt: skip
             if i < args.plain_prompts:
-                row["plain_s"], _ = _seconds(device, plain_scores, model, ids, trie)
+                plain_s, _ = _seconds(device, plain_scores, model, ids, trie)
+                row["plain_s"] = round(plain_s, 3)
             rows.append(row)
 
     def mean(key: str) -> float:
@@ -128,7 +161,8 @@ def main() -> None:
     tera = 1e12
     projected = {
         name: {
-            way: round(2 * entry["params_b"] * 1e9 * mean(f"{way}_tokens") / tera, 2) for way in ("exact", "sampling")
+            way: round(2 * entry["params_b"] * 1e9 * mean(f"{way}_tokens") / tera, 2)
+            for way in ("exact", "adaptive", "sampling")
         }
         for name, entry in models.items()
     }
@@ -147,11 +181,17 @@ def main() -> None:
                 "sampling_tokens_per_prompt": round(mean("sampling_tokens"), 1),
                 "plain_tokens_per_prompt": round(mean("plain_tokens"), 1),
                 "exact_over_sampling_tokens": round(mean("exact_tokens") / mean("sampling_tokens"), 2),
+                "adaptive_tokens_per_prompt": round(mean("adaptive_tokens"), 1),
+                "tolerance": {"w1_norm": tolerance.w1_norm, "mass": tolerance.mass},
                 "exact_s_per_prompt": round(mean("exact_s"), 3),
+                "adaptive_s_per_prompt": round(mean("adaptive_s"), 3),
                 "sampling_s_per_prompt": round(mean("sampling_s"), 3),
+                "adaptive_over_sampling_s": round(mean("adaptive_s") / mean("sampling_s"), 2),
+                "adaptive_over_exact_s": round(mean("adaptive_s") / mean("exact_s"), 2),
                 "plain_s_per_prompt": round(mean("plain_s"), 3) if args.plain_prompts else None,
                 "plain_prompts": min(args.plain_prompts, len(rows)),
                 "projected_tflop_per_prompt": projected,
+                "per_prompt": rows,
             }
         )
     )

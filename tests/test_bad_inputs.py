@@ -148,6 +148,15 @@ def test_a_model_without_a_tokenizer_fails_schema_validation_naming_the_key_and_
         validate_config(copy.deepcopy(config), str(REPO / "schemas" / "config.schema.yaml"), "my.yaml")
 
 
+def test_an_exact_tolerance_out_of_range_fails_schema_validation_naming_the_key():
+    from calibft.pipeline.config import validate_config
+
+    config = read_config(REPO / "config.yaml")
+    config["evaluation"]["exact"]["tolerance"]["w1_norm"] = 1.5
+    with pytest.raises(ValueError, match=r"my\.yaml: evaluation\.exact\.tolerance\.w1_norm"):
+        validate_config(copy.deepcopy(config), str(REPO / "schemas" / "config.schema.yaml"), "my.yaml")
+
+
 @pytest.mark.workflow
 def test_the_workflow_stops_on_a_model_without_a_tokenizer_before_any_job(tmp_path):
     entry = dict(next(iter(read_config(REPO / "config.yaml")["models"].values())))

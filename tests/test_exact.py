@@ -13,7 +13,13 @@ from calibft.data.trie import build_trie, tokenize_values
 from calibft.demo.tiny_model import TinyModelSettings, tiny_config
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.generation import top_p_filter
-from calibft.lm.trie_walk import NextToken, forwarded_tokens, node_log_probs, value_probabilities
+from calibft.lm.trie_walk import (
+    NextToken,
+    adaptive_node_log_probs,
+    forwarded_tokens,
+    node_log_probs,
+    value_probabilities,
+)
 
 # shared prefixes ("0.", "0.2", "1", "12", "12.", "2.5") make the trie branch at depths 1 to 4, and values end
 # at several depths, so the EOS leaves do too
@@ -123,6 +129,40 @@ def test_batch_sizes_agree_and_masses_add_up_to_one(setup):
     # a random model spreads its mass over the whole vocabulary: 12 short strings get a small part of it
     assert 0 < probs.sum() < 1e-3
     assert outside > 0.99
+
+
+@pytest.mark.parametrize("batch_nodes", [1, 3, 10_000])
+def test_the_adaptive_walk_left_to_the_end_scores_every_node_as_the_full_walk_does(setup, batch_nodes):
+    trie, fed = setup.trie, []
+    hook = setup.model.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
+    try:
+        walk = adaptive_node_log_probs(setup.model, setup.prompt_ids, trie, lambda _: False, batch_nodes)
+    finally:
+        hook.remove()
+    assert walk.expanded[trie.child_count > 0].all() and not walk.expanded[trie.child_count == 0].any()
+    full = node_log_probs(setup.model, setup.prompt_ids, trie)
+    np.testing.assert_allclose(walk.log_probs, full, rtol=1e-5, atol=1e-5)
+    assert walk.tokens == sum(fed)
+
+
+def test_the_adaptive_walk_expands_the_most_probable_prefixes_first(setup):
+    """Stopped after its second round, the walk has expanded every prefix more probable than any it left."""
+    asked = []
+
+    def done(walk) -> bool:
+        asked.append(int(walk.expanded.sum()))
+        return len(asked) == 2
+
+    walk = adaptive_node_log_probs(setup.model, setup.prompt_ids, setup.trie, done, batch_nodes=2)
+    expanded, frontier = np.flatnonzero(walk.expanded)[1:], walk.frontier(setup.trie)
+    assert len(expanded) and len(frontier) and asked[0] < asked[1]
+    assert walk.log_probs[expanded].min() > walk.log_probs[frontier].max()
+    full = node_log_probs(setup.model, setup.prompt_ids, setup.trie)
+    scored = ~np.isnan(walk.log_probs)
+    np.testing.assert_allclose(walk.log_probs[scored], full[scored], rtol=1e-5, atol=1e-5)
+    assert np.isnan(walk.log_probs[~scored]).all() and (~scored).any()
 
 
 def test_bad_arguments_are_rejected(setup):

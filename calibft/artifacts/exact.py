@@ -23,6 +23,7 @@ from calibft.artifacts.formats import format_kl, format_three, format_w1
 from calibft.artifacts.runs import (
     SPLITS,
     Runs,
+    aggregate_bounds,
     aggregates,
     condition_sentence,
     conditions_of,
@@ -62,6 +63,7 @@ def exact_table(
         (group, aggregates(metrics, key, split, conditions, evaluation=EVALUATION), fmt, lowest)
         for group, (key, fmt, lowest) in keys.items()
     ]
+    bounds = {group: aggregate_bounds(metrics, key, split, conditions) for group, (key, _, _) in keys.items()}
     where = "held-out distribution families" if split == "ood" else "unseen parameter settings of seen families"
     caption = (
         f"Exact structured evaluation on {where}: the model's probability of every value of the evaluation space, "
@@ -71,9 +73,12 @@ def exact_table(
         "KL(target || model renormalized on the space) and KL sequences counts the mass off the space, both "
         "averaged within and then across families; Mass on space is the probability that the answer is exactly "
         "one of the space's canonical strings. Bold: the best value of each metric per model; --- where a family "
-        "has no finite value."
+        "has no finite value. Where the walk expanded part of the trie, [low, high] follows a value whose "
+        "certified bounds are wider than its printed precision (∞: no upper bound)."
     )
-    return grouped_table(groups, model_titles, condition_titles, f"tab:exact-structured-{split}", caption)
+    return grouped_table(
+        groups, model_titles, condition_titles, f"tab:exact-structured-{split}", caption, bounds=bounds
+    )
 
 
 def _points(runs: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

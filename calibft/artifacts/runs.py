@@ -118,6 +118,16 @@ def aggregate_intervals(
     return _per_run(metrics, split, conditions, evaluation, lambda run: run.get("intervals", {}).get(key), None, object)
 
 
+def aggregate_bounds(
+    metrics: Runs, key: str, split: str, conditions: Sequence[str], evaluation: str = "exact"
+) -> pd.DataFrame:
+    """models × conditions: the certified bounds [low, high] of each run's aggregate `key` (metrics.json's
+    `aggregate.bounds`, high None where unbounded); None where the run has none or was not run."""
+    return _per_run(
+        metrics, split, conditions, evaluation, lambda run: run["aggregate"].get("bounds", {}).get(key), None, object
+    )
+
+
 def first_seen(*mappings: Mapping[str, Any]) -> list[str]:
     """The keys of the mappings (the models of some runs), in order of first appearance."""
     return list(dict.fromkeys(key for mapping in mappings for key in mapping))

@@ -46,6 +46,9 @@ class Table:
     spread: a frame of the same shape holding the standard deviation of a cell's number over seeds (a table
         over several seeds, `calibft.artifacts.seed_tables`), NaN elsewhere: the `.md` and `.tex` print
         `mean ± sd`, the `.csv` adds a column `{name} sd` after each column that has one.
+    bounds: a frame of the same shape holding certified [low, high] bounds of a cell's number (high None where
+        unbounded), None elsewhere: the `.md` and `.tex` print them after the number, `[low, high]`, where
+        they are wider than its printed precision (the ends print differently).
     column_format: the `tabular` column specification; by default `l` for text and `r` for number columns.
     wide: a `table*` spanning both columns. font_size: a LaTeX size command without backslash, or None.
     """
@@ -64,6 +67,7 @@ class Table:
     missing: str = "---"
     intervals: pd.DataFrame | None = None
     spread: pd.DataFrame | None = None
+    bounds: pd.DataFrame | None = None
 
     def __post_init__(self):
         table_name(self.label)
@@ -73,7 +77,7 @@ class Table:
             raise ValueError(f"{self.label}: formats/code name unknown columns {unknown}; columns are {columns}")
         if self.bold is not None and self.bold.shape != self.frame.shape:
             raise ValueError(f"{self.label}: bold has shape {self.bold.shape}, the frame {self.frame.shape}")
-        for name in ("intervals", "spread"):
+        for name in ("intervals", "spread", "bounds"):
             extra = getattr(self, name)
             if extra is not None and extra.shape != self.frame.shape:
                 raise ValueError(f"{self.label}: {name} has shape {extra.shape}, the frame {self.frame.shape}")
@@ -137,17 +141,31 @@ def _is_number_column(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+def _bounds_text(bounds: Sequence[float | None] | None, fmt: Format | None) -> str:
+    """` [low, high]` where certified bounds print differently at the cell's precision (`high` None: unbounded);
+    nothing otherwise."""
+    if bounds is None or bounds[0] is None:
+        return ""
+    low, high = (cell_text(side, fmt) if side is not None else "∞" for side in bounds)
+    return "" if low == high else f" [{low}, {high}]"
+
+
 def _cells(table: Table) -> list[list[str]]:
-    """The text of every cell: its value, and ` ± sd` where it has a spread over seeds."""
+    """The text of every cell: its value, ` ± sd` where it has a spread over seeds, and its certified bounds where
+    they are wider than its printed precision."""
     frame = table.frame
     spread = np.full(frame.shape, np.nan) if table.spread is None else table.spread.to_numpy(dtype=float)
+    bounds = np.full(frame.shape, None) if table.bounds is None else table.bounds.to_numpy(dtype=object)
     rows = []
     for r, row in enumerate(frame.itertuples(index=False, name=None)):
         cells = []
         for c, (column, value) in enumerate(zip(frame.columns, row, strict=True)):
-            text = cell_text(value, table.formats.get(column), table.missing)
+            fmt = table.formats.get(column)
+            text = cell_text(value, fmt, table.missing)
             if not np.isnan(spread[r, c]) and text != table.missing:
-                text += f" ± {cell_text(spread[r, c], table.formats.get(column))}"
+                text += f" ± {cell_text(spread[r, c], fmt)}"
+            if text != table.missing:
+                text += _bounds_text(bounds[r, c], fmt)
             cells.append(text)
         rows.append(cells)
     return rows
@@ -181,13 +199,16 @@ def grouped_table(
     label: str,
     caption: str,
     intervals: Mapping[str, pd.DataFrame] | None = None,
+    bounds: Mapping[str, pd.DataFrame] | None = None,
 ) -> Table:
     """One row per model, one column group per metric, one column per condition; bold where `lowest` is not None.
-    `intervals` gives a group's [low, high] per model and condition (`calibft.artifacts.runs.aggregate_intervals`)."""
+    `intervals` gives a group's [low, high] per model and condition (`calibft.artifacts.runs.aggregate_intervals`),
+    `bounds` its certified bounds (`calibft.artifacts.runs.aggregate_bounds`)."""
     models = list(groups[0][1].index)
     columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
     bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
     spans: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
+    certified: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
     formats = {}
     for group, values, fmt, lowest in groups:
         best = (
@@ -201,18 +222,23 @@ def grouped_table(
             bold[column] = best[condition].to_numpy(dtype=bool)
             group_intervals = (intervals or {}).get(group)
             spans[column] = [None] * len(models) if group_intervals is None else list(group_intervals[condition])
+            group_bounds = (bounds or {}).get(group)
+            certified[column] = [None] * len(models) if group_bounds is None else list(group_bounds[condition])
             formats[column] = fmt
     index = pd.MultiIndex.from_tuples(list(columns))
     frame = pd.DataFrame(dict(enumerate(columns.values())))
     frame.columns = index
     bold_frame = pd.DataFrame(dict(enumerate(bold.values())))
     bold_frame.columns = index
-    interval_frame = pd.DataFrame(dict(enumerate(spans.values())), dtype=object) if intervals else None
-    if interval_frame is not None:
-        interval_frame.columns = index
+
+    def per_cell(cells: dict[tuple[str, str], Any]) -> pd.DataFrame:
+        extra = pd.DataFrame(dict(enumerate(cells.values())), dtype=object)
+        extra.columns = index
+        return extra
+
     return Table(
         frame, label, caption, formats=formats, bold=bold_frame, wide=True, font_size="footnotesize",
-        intervals=interval_frame,
+        intervals=per_cell(spans) if intervals else None, bounds=per_cell(certified) if bounds else None,
     )  # fmt: skip
 
 

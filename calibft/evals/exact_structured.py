@@ -18,6 +18,11 @@ paper's sampled W1 (every valid answer) with the spread that as many draws from 
 distribution's, so that their W1 falls within its spread (`within`) for about 99% of prompts when the engine
 samples what the exact pass computes.
 
+Every figure comes with certified bounds (`bounds`, per prompt and for the aggregates): a full walk's are the
+figure itself. With a tolerance above 0 (`ExactJob.w1_norm_tolerance`, `mass_tolerance`), the walk expands only
+the most probable prefixes until the bounds on the normalized W1 and the mass are that narrow
+(`calibft.evals.exact_bounds`), and the figures are those of the completion it reports.
+
 Outputs in `out_dir`: `probabilities.npz` (per prompt, with offsets: the values, the model's probabilities and
 the target's) and `metrics.json` (per prompt, per family, aggregate). With a `checkpoint_dir`, each prompt's
 probabilities are kept there as soon as they are computed, and a restarted job computes only the rest.
@@ -40,8 +45,11 @@ from calibft.data.families import family
 from calibft.data.grid import Prompt, prompts, select
 from calibft.data.output_space import SpaceSet
 from calibft.data.trie import TrieSet
+from calibft.evals.exact_bounds import SpaceBounds, Tolerance, figure_bounds
 from calibft.evals.exact_structured_job import ExactJob
 from calibft.evals.metrics import (
+    EXACT_W1_LEVELS,
+    coupling_quantiles,
     exact_aggregate,
     exact_kl,
     exact_wasserstein1,
@@ -54,7 +62,7 @@ from calibft.evals.metrics import (
 )
 from calibft.lm.chat import chat_prompt_ids
 from calibft.lm.generation import stop_token_ids
-from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
+from calibft.lm.trie_walk import NextToken, adaptive_node_log_probs, forwarded_tokens, value_probabilities
 
 
 def space_values(strings: np.ndarray) -> np.ndarray:
@@ -89,12 +97,21 @@ def prompt_metrics(
     records: Sequence[dict],
     draws: int,
     rng: np.random.Generator,
+    bounds: dict[str, list[float | None]] | None = None,
+    quantiles: np.ndarray | None = None,
 ) -> dict:
-    """The figures of one prompt: the exact ones, and the structured samples set against the exact distribution."""
+    """The figures of one prompt: the exact ones with their bounds (`bounds` from a partial walk, where
+    `model_probs` is its reported completion; None: a full walk, whose figures are their own bounds), and the
+    structured samples set against the exact distribution. `quantiles`: the law's for the exact W1, when
+    computed already."""
     law = family(prompt.family).law(prompt.params)
     scale = w1_scale(law)
     kl = exact_kl(target_probs, model_probs)
-    w1 = exact_wasserstein1(values, model_probs, law)
+    w1 = exact_wasserstein1(values, model_probs, law, quantiles=quantiles)
+    figures = {"mass": kl["mass"], "w1": w1, "kl_on_space": kl["on_space"], "kl_sequences": kl["sequences"]}
+    if bounds is None:
+        bounds = {name: [finite_or_none(value)] * 2 for name, value in figures.items()}
+    bounds = {**bounds, "w1_norm": [None if side is None else _normalized(side, scale) for side in bounds["w1"]]}
 
     valid = np.array([r["value"] for r in records if r["valid"]], dtype=np.float64)
     on_space = values[on_space_indices(records, strings)]
@@ -117,7 +134,26 @@ def prompt_metrics(
         "w1_norm": _normalized(w1, scale),
         "sampled": {"samples": len(records), "valid": len(valid), "w1_norm": sampled_norm, "spread": sampled_spread},
         "on_space": {"samples": len(on_space), "w1_norm": on_space_norm, "spread": on_space_spread, "within": within},
+        "bounds": bounds,
     }
+
+
+BOUNDED = ("w1_norm", "kl_on_space", "kl_sequences", "mass")  # the aggregates that get bounds
+
+
+def aggregate_bounds(rows: Sequence[dict], kl_across_families: str = "mean") -> dict[str, list[float | None]]:
+    """[lowest, highest] of each aggregate: the aggregate of the prompts' lower and of their upper bounds (means
+    and medians grow with each of their values), over the prompts that have a value; the upper one None where one
+    of those prompts has none."""
+    sides = [
+        exact_aggregate(
+            [{**row, **{k: None if row[k] is None else row["bounds"][k][side] for k in BOUNDED}} for row in rows],
+            kl_across_families,
+        )
+        for side in (0, 1)
+    ]
+    unbounded = {k: any(row[k] is not None and row["bounds"][k][1] is None for row in rows) for k in BOUNDED}
+    return {k: [sides[0][k], None if unbounded[k] else sides[1][k]] for k in BOUNDED}
 
 
 def score(rows: Sequence[dict], kl_across_families: str = "mean", **header) -> dict:
@@ -136,6 +172,7 @@ def score(rows: Sequence[dict], kl_across_families: str = "mean", **header) -> d
         **header,
         "aggregate": {
             **aggregate,
+            "bounds": aggregate_bounds(rows, kl_across_families),
             "within_spread": within,
             "num_families": len(families),
             "undefined_families": undefined_families(means["w1_norm"]),
@@ -154,6 +191,7 @@ def run(job: ExactJob) -> None:
     chosen = select(prompts(job.split), list(tries.ids))
     options = job.chat_options()
     settings = job.settings()
+    tolerance = Tolerance(job.w1_norm_tolerance, job.mass_tolerance)
     next_token = NextToken(settings.temperature, settings.top_p, tuple(stop_token_ids(model, tokenizer)))
     samples: dict[str, list[dict]] = {p.id: [] for p in chosen}
     for record in read_jsonl(job.samples):
@@ -167,14 +205,25 @@ def run(job: ExactJob) -> None:
         if not np.array_equal(trie.value_probs, space.probs):
             raise ValueError(f"{prompt.id}: the tries {job.tries} were not built from the space {job.space}")
         ids = chat_prompt_ids(tokenizer, prompt.prompt, options, None, job.protocol["prompt_bos"])
+        quantiles = coupling_quantiles(family(prompt.family).law(prompt.params), EXACT_W1_LEVELS)
 
-        def compute(ids=ids, trie=trie, prompt=prompt):
-            probs, _ = value_probabilities(model, ids, trie, job.batch_nodes, next_token)
+        def compute(ids=ids, trie=trie, prompt=prompt, space=space, quantiles=quantiles):
+            if tolerance.full_walk:
+                probs, _ = value_probabilities(model, ids, trie, job.batch_nodes, next_token)
+                tokens = forwarded_tokens(len(ids), trie, job.batch_nodes)
+                return [{"id": prompt.id, "model_probs": probs.tolist(), "forwarded_tokens": tokens}]
+            bounds = SpaceBounds(trie, space_values(space.values), quantiles)
+            scale = w1_scale(family(prompt.family).law(prompt.params))
+            walk = adaptive_node_log_probs(
+                model, ids, trie, lambda w: tolerance.met(bounds, bounds.partial(w), scale), job.batch_nodes, next_token
+            )
+            partial = bounds.partial(walk)
             return [
                 {
                     "id": prompt.id,
-                    "model_probs": probs.tolist(),
-                    "forwarded_tokens": forwarded_tokens(len(ids), trie, job.batch_nodes),
+                    "model_probs": partial.completed().tolist(),
+                    "forwarded_tokens": walk.tokens,
+                    "bounds": figure_bounds(bounds, partial),
                 }
             ]
 
@@ -182,7 +231,16 @@ def run(job: ExactJob) -> None:
         values, model_probs = space_values(space.values), np.asarray(result["model_probs"], dtype=np.float64)
         rng = np.random.default_rng(job.seed_of("exact_spread", prompt.id))
         row = prompt_metrics(
-            prompt, values, space.values, model_probs, space.probs, samples[prompt.id], job.spread_draws, rng
+            prompt,
+            values,
+            space.values,
+            model_probs,
+            space.probs,
+            samples[prompt.id],
+            job.spread_draws,
+            rng,
+            result.get("bounds"),
+            quantiles,
         )
         rows.append({**row, "forwarded_tokens": result["forwarded_tokens"]})
         for name, array in (("values", values), ("model_probs", model_probs), ("target_probs", space.probs)):

@@ -24,9 +24,16 @@ class ExactJob(ModelJob):
     prompt_ids: list[str] | None = None  # the structured evaluation's; None: every prompt
     batch_nodes: int = 256  # trie nodes fed together (calibft.lm.trie_walk)
     spread_draws: int = 2000  # simulated sample sets per prompt behind the sampling spread (10 in each 0.5% tail)
+    # where the adaptive walk may stop (calibft.evals.exact_bounds.Tolerance): the widths of the bounds on the
+    # normalized W1 and on the mass on the space; zero walks the whole trie
+    w1_norm_tolerance: float = 0.0
+    mass_tolerance: float = 0.0
 
     def __post_init__(self):
         if self.batch_nodes < 1:
             raise ValueError(f"batch_nodes must be >= 1, got {self.batch_nodes}")
         if self.spread_draws < 2:
             raise ValueError(f"spread_draws must be >= 2 (a spread needs several draws), got {self.spread_draws}")
+        for name in ("w1_norm_tolerance", "mass_tolerance"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")

@@ -81,15 +81,18 @@ def distribution_quantiles(values: np.ndarray, probs: np.ndarray, levels: np.nda
     return np.asarray(values, dtype=np.float64)[order][np.minimum(index, len(order) - 1)]
 
 
-def exact_wasserstein1(values: np.ndarray, probs: np.ndarray, law, levels: int = EXACT_W1_LEVELS) -> float:
+def exact_wasserstein1(
+    values: np.ndarray, probs: np.ndarray, law, levels: int = EXACT_W1_LEVELS, quantiles: np.ndarray | None = None
+) -> float:
     """W1 between the discrete law of `probs` (renormalized) on `values` and a frozen SciPy law, by the coupling
     of `wasserstein1` at `levels` levels: mean_i |Q(u_i) - F^-1(u_i)|, u_i = (i - 0.5) / levels, Q the discrete
     law's quantile function. It is the sampled W1 of `levels` samples placed at the discrete law's quantiles
-    (what many samples' W1 tends to, without their noise); NaN without mass."""
+    (what many samples' W1 tends to, without their noise); NaN without mass. `quantiles`, when given, are
+    `coupling_quantiles(law, levels)`, computed once for several uses."""
     probs = np.asarray(probs, dtype=np.float64)
     if len(probs) == 0 or not probs.sum() > 0:
         return math.nan
-    quantiles = coupling_quantiles(law, levels)
+    quantiles = coupling_quantiles(law, levels) if quantiles is None else quantiles
     ours = distribution_quantiles(values, probs, (np.arange(1, levels + 1) - 0.5) / levels)
     with np.errstate(over="ignore"):
         return float(np.mean(np.abs(ours - quantiles)))

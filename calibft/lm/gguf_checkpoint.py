@@ -96,7 +96,8 @@ CHECKPOINTS: dict[str, Callable[[str | Path], Path]] = {
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in CHECKPOINTS:
-        raise SystemExit(f"usage: python -m calibft.gguf_checkpoint NAME OUT_DIR, NAME one of {', '.join(CHECKPOINTS)}")
+        names = ", ".join(CHECKPOINTS)
+        raise SystemExit(f"usage: python -m calibft.lm.gguf_checkpoint NAME OUT_DIR, NAME one of {names}")
     print(CHECKPOINTS[args[0]](args[1]))
 
 

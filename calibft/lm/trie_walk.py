@@ -16,6 +16,10 @@ plus that first node's ancestors. Nothing is copied per node: memory holds the p
 masks apply each layer's sliding window by position, as the model's own masks do; every layer of the prompt's
 cache keeps every token, so that the windows are the masks' alone.
 
+`adaptive_node_log_probs` expands only the most probable prefixes, until a caller's test says that what it
+knows is enough (`calibft.evals.exact_bounds`: certified bounds on the evaluation's figures); a prefix left
+unexpanded stands for every value below it.
+
 The next-token distribution is the sampling engine's (`calibft.lm.generation`): the float32 softmax of the logits
 divided by the temperature, top-p filtered; with `stop_ids`, ending a value means emitting any of them (the
 engine stops on any), so the EOS leaf gets their summed probability.
@@ -23,7 +27,7 @@ engine stops on any), so the EOS leaf gets their summed probability.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +40,8 @@ from calibft.lm.generation import inference, input_device, top_p_filter
 
 # internal nodes fed together: bounds the [batch, vocab] logits and the batch's activations
 DEFAULT_BATCH_NODES = 256
+# the share of a trie's internal nodes past which the adaptive walk expands the rest in depth-first order
+ADAPTIVE_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,20 @@ def node_log_probs(
     `next_token`), after the parent's prefix, of the token that leads into it, or for an EOS leaf of any stop
     token. The sums along a path are float64, so only the float32 terms carry rounding.
     """
+    _check_arguments(model, prompt_ids, batch_nodes)
+    shape = TreeShape.of(trie)
+    scorer = _ChildScorer(trie, next_token)
+    with inference(model):
+        feed = _NodeFeeder(model, prompt_ids, trie, shape)
+        scorer.score(np.zeros(1, dtype=np.int64), feed.prompt_logits)
+        for start in range(0, len(shape.order), batch_nodes):
+            nodes = shape.order[start : start + batch_nodes]
+            # the first node's ancestors (root and itself excluded), then the batch
+            scorer.score(nodes, feed(trie.ancestors(int(nodes[0]))[1:-1], nodes))
+    return scorer.log_probs()
+
+
+def _check_arguments(model: Any, prompt_ids: Sequence[int], batch_nodes: int) -> None:
     if batch_nodes < 1:
         raise ValueError(f"batch_nodes must be >= 1, got {batch_nodes}")
     if len(prompt_ids) == 0:
@@ -85,30 +105,126 @@ def node_log_probs(
         raise ValueError(
             f"the exact walk's tree attention mask needs attn_implementation 'sdpa' or 'eager', not {attention!r}"
         )
-    device = input_device(model)
-    shape = TreeShape.of(trie)
-    scorer = _ChildScorer(trie, next_token)
-    masks = _TreeMasks(model, len(prompt_ids), trie, shape)
-    with inference(model):
-        prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
+
+
+class _NodeFeeder:
+    """Runs the prompt once into a KV cache (`prompt_logits`: the logits after it), then feeds trie nodes after
+    that cache: a call with a batch of nodes and the ancestors they need returns the batch's next-token logits.
+    To be used under `inference(model)`."""
+
+    def __init__(self, model: Any, prompt_ids: Sequence[int], trie: Trie, shape: TreeShape):
+        self.model, self.trie, self.depth = model, trie, shape.depth
+        self.prompt_length, self.device = len(prompt_ids), input_device(model)
+        self.masks = _TreeMasks(model, len(prompt_ids), trie, shape)
+        self.tokens = len(prompt_ids)  # tokens fed so far
+        prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
         # full layers only: the prompt's every token stays in the cache, the masks apply the sliding windows
         prefill = model(input_ids=prompt, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
-        prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
-        scorer.score(np.zeros(1, dtype=np.int64), prefill.logits[:, -1])
-        for start in range(0, len(shape.order), batch_nodes):
-            nodes = shape.order[start : start + batch_nodes]
-            # the first node's ancestors (root and itself excluded), then the batch
-            fed = np.concatenate([trie.ancestors(int(nodes[0]))[1:-1], nodes])
-            out = model(
-                input_ids=torch.as_tensor(trie.node_token[fed], device=device).long()[None],
-                position_ids=torch.as_tensor(len(prompt_ids) - 1 + shape.depth[fed], device=device)[None],
-                attention_mask=masks.of(fed),
-                past_key_values=DynamicCache(prompt_cache),  # a new cache on the prompt's tensors: they stay as is
-                use_cache=True,
-                logits_to_keep=len(nodes),
-            )
-            scorer.score(nodes, out.logits[0])
-    return scorer.log_probs()
+        self.prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
+        self.prompt_logits = prefill.logits[:, -1]
+
+    def __call__(self, ancestors: np.ndarray, nodes: np.ndarray) -> torch.Tensor:
+        """[len(nodes), vocab] logits after each of `nodes`; `ancestors` holds every ancestor of theirs (the root
+        excepted) that is not one of them."""
+        fed = np.concatenate([ancestors, nodes])
+        self.tokens += len(fed)
+        out = self.model(
+            input_ids=torch.as_tensor(self.trie.node_token[fed], device=self.device).long()[None],
+            position_ids=torch.as_tensor(self.prompt_length - 1 + self.depth[fed], device=self.device)[None],
+            attention_mask=self.masks.of(fed),
+            past_key_values=DynamicCache(self.prompt_cache),  # a new cache on the prompt's tensors: they stay as is
+            use_cache=True,
+            logits_to_keep=len(nodes),
+        )
+        return out.logits[0]
+
+
+@dataclass
+class PartialWalk:
+    """What a walk that expanded some of a trie's internal nodes knows of one prompt. A node is scored once its
+    parent is expanded (the root always is); the frontier is the scored internal nodes not expanded yet, each
+    standing for every value below it."""
+
+    log_probs: np.ndarray  # float64 [N]: log P(prefix | prompt) of the scored nodes, NaN for the others
+    expanded: np.ndarray  # bool [N]: the nodes whose children are scored
+    tokens: int = 0  # tokens forwarded, the prompt included
+
+    @classmethod
+    def start(cls, trie: Trie) -> PartialWalk:
+        """Nothing expanded: only the root (log-probability 0) is scored."""
+        log_probs = np.full(trie.num_nodes, np.nan)
+        log_probs[0] = 0.0
+        return cls(log_probs, np.zeros(trie.num_nodes, dtype=bool))
+
+    def frontier(self, trie: Trie) -> np.ndarray:
+        """The scored internal nodes not yet expanded, by index."""
+        return np.flatnonzero(~np.isnan(self.log_probs) & ~self.expanded & (trie.child_count > 0))
+
+
+def adaptive_node_log_probs(
+    model: Any,
+    prompt_ids: Sequence[int],
+    trie: Trie,
+    done: Callable[[PartialWalk], bool],
+    batch_nodes: int = DEFAULT_BATCH_NODES,
+    next_token: NextToken = NextToken(),
+) -> PartialWalk:
+    """Expands the trie's most probable prefixes first, until `done(walk)` is true or no frontier is left.
+
+    It works in rounds under a probability threshold: a round expands every frontier node at or above the
+    threshold, then their children at or above it, and so on; `done` is asked after each round, when every
+    prefix at or above the threshold is expanded, and the next round's threshold is a quarter of the last (the
+    first is the root's most probable child's). A step's nodes are fed in depth-first order, `batch_nodes` at a
+    time, each batch with the union of its nodes' ancestors: about one more token per node than
+    `node_log_probs`. Once `ADAPTIVE_SHARE` of the internal nodes are expanded, the walk expands the rest in
+    depth-first order without asking, where a batch's ancestors are mostly in it, so that a walk that needs the
+    whole trie costs about twice that share more than `node_log_probs`. Each node's log-probability is its
+    parent's plus its own term, as there, so a node gets the same number either way up to the float32 rounding
+    of its batch's forward pass."""
+    _check_arguments(model, prompt_ids, batch_nodes)
+    shape = TreeShape.of(trie)
+    scorer = _ChildScorer(trie, next_token)
+    walk = PartialWalk.start(trie)
+    parent = trie.node_parent.astype(np.int64)
+    rank = np.empty(trie.num_nodes, dtype=np.int64)  # each internal node's place in depth-first order
+    rank[shape.order] = np.arange(len(shape.order))
+
+    def ancestors(nodes: np.ndarray) -> np.ndarray:
+        found, up = [np.zeros(0, dtype=np.int64)], parent[nodes]
+        while len(up := np.unique(up[up > 0])):
+            found.append(up)
+            up = parent[up]
+        return np.setdiff1d(np.concatenate(found), nodes)
+
+    def expand(nodes: np.ndarray, logits: torch.Tensor) -> None:
+        scorer.score(nodes, logits)
+        for level in np.unique(shape.depth[nodes]):  # a parent in the batch is scored before its children
+            at = nodes[shape.depth[nodes] == level]
+            kids, row = scorer.children(at)
+            walk.log_probs[kids] = walk.log_probs[at][row] + scorer.terms[kids]
+        walk.expanded[nodes] = True
+
+    def expand_in_order(due: np.ndarray) -> None:
+        """Expand `due` (depth first, each node after its unexpanded ancestors)."""
+        for start in range(0, len(due), batch_nodes):
+            nodes = due[start : start + batch_nodes]
+            expand(nodes, feed(ancestors(nodes), nodes))
+
+    with inference(model):
+        feed = _NodeFeeder(model, prompt_ids, trie, shape)
+        expand(np.zeros(1, dtype=np.int64), feed.prompt_logits)
+        frontier = walk.frontier(trie)
+        threshold = float(walk.log_probs[frontier].max()) if len(frontier) else 0.0
+        while len(frontier) and not done(walk):
+            if walk.expanded.sum() > ADAPTIVE_SHARE * len(shape.order):
+                expand_in_order(shape.order[~walk.expanded[shape.order]])
+                break
+            while len(due := frontier[walk.log_probs[frontier] >= threshold]):
+                expand_in_order(due[np.argsort(rank[due], kind="stable")])
+                frontier = walk.frontier(trie)
+            threshold -= np.log(4)
+        walk.tokens = feed.tokens
+    return walk
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,8 @@ def exact_job(layout: Layout, model: str, cond: str, eval_split: str) -> ExactJo
         prompt_ids=structured_prompt_ids(layout, eval_split),
         batch_nodes=evaluation["exact"]["batch_nodes"],
         spread_draws=evaluation["exact"]["spread_draws"],
+        w1_norm_tolerance=evaluation["exact"]["tolerance"]["w1_norm"],
+        mass_tolerance=evaluation["exact"]["tolerance"]["mass"],
         checkpoint_dir=layout.eval_checkpoints(model, cond, "exact", eval_split),
     )
 

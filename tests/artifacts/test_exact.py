@@ -60,6 +60,19 @@ def test_the_table_shows_every_metric_per_condition_with_the_best_in_bold():
     assert "---" in text
 
 
+def test_a_cell_whose_certified_bounds_are_wider_than_its_precision_shows_them():
+    metrics = _metrics("unseen")
+    qwen = metrics["qwen"]
+    qwen["base"]["aggregate"]["bounds"] = {"w1_norm": [0.40812, 0.41247], "mass": [0.25, None]}
+    qwen["soft"]["aggregate"]["bounds"] = {"w1_norm": [0.119996, 0.120004], "mass": [0.6, 0.6]}
+    table = exact_table(metrics, "unseen", MODEL_TITLES, CONDITION_TITLES)
+    row = to_markdown(table).splitlines()[2]
+    assert "| 0.41 [0.4081, 0.4125] |" in row  # bounds wider than the printed four decimals
+    assert "| 0.25 [0.25, ∞] |" in row  # an upper bound left open
+    assert "| **0.12** |" in row and "| 0.6 |" in row  # bounds within the printed precision: the value alone
+    assert table.frame.iloc[0][("Exact Unseen-Param W₁ ↓", "Base")] == 0.41
+
+
 def test_a_run_of_another_split_is_refused():
     with pytest.raises(ValueError, match="expected a 'exact' evaluation of split 'unseen'"):
         exact_table(_metrics("ood"), "unseen", MODEL_TITLES, CONDITION_TITLES)

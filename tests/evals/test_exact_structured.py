@@ -100,16 +100,55 @@ def test_on_space_answers_are_the_canonical_strings_only():
 
 
 def test_score_takes_family_means_then_the_median_across_families():
-    def row(family: str, w1: float | None, within: bool | None) -> dict:
-        on_space = {"within": within}
-        return {"family": family, "w1_norm": w1, "kl_on_space": 1.0, "kl_sequences": 2.0, "mass": 0.5,
-                "on_space": on_space}  # fmt: skip
+    def row(family: str, w1: float | None, within: bool | None, high: float | None = 1.0) -> dict:
+        figures = {"w1_norm": w1, "kl_on_space": 1.0, "kl_sequences": 2.0, "mass": 0.5}
+        bounds = {k: [None if v is None else v / 2, None if v is None else high] for k, v in figures.items()}
+        return {"family": family, **figures, "on_space": {"within": within}, "bounds": bounds}
 
     rows = [row("a", 0.1, True), row("a", 0.3, False), row("b", 0.5, None), row("c", 0.9, True)]
     aggregate = score(rows)["aggregate"]
     assert aggregate["w1_norm"] == pytest.approx(0.5)  # median of 0.2, 0.5, 0.9
     assert aggregate["within_spread"] == {"prompts": 3, "within": 2, "fraction": pytest.approx(2 / 3)}
+    # the bounds aggregate as the figures do: the median of the family means of each side
+    assert aggregate["bounds"]["w1_norm"] == [pytest.approx(0.25), pytest.approx(1.0)]
+    assert aggregate["bounds"]["mass"] == [pytest.approx(0.25), pytest.approx(1.0)]
+    # one prompt with an unbounded upper side leaves the aggregate's open
+    assert score([*rows, row("c", 0.2, None, high=None)])["aggregate"]["bounds"]["w1_norm"][1] is None
     assert score([row("a", None, None), row("b", 0.5, None)])["aggregate"]["w1_norm"] is None
+
+
+def test_a_full_walks_figures_are_their_own_bounds(evaluated):
+    metrics = json.loads((evaluated / "metrics.json").read_text())
+    for row in metrics["prompts"]:
+        for key in ("mass", "w1", "w1_norm", "kl_on_space", "kl_sequences"):
+            assert row["bounds"][key] == [row[key], row[key]]
+    aggregate = metrics["aggregate"]
+    assert all(aggregate["bounds"][key] == [aggregate[key]] * 2 for key in ("w1_norm", "kl_on_space", "mass"))
+
+
+def test_the_adaptive_walks_bounds_contain_the_full_walks_figures_within_the_tolerance(workdir, evaluated):
+    """The same job with a tolerance: each prompt's bounds hold the full walk's figures and are no wider than the
+    tolerance (W1 relative to the law's width), and the aggregates' bounds hold the full walk's aggregates."""
+    tolerance = 0.01
+
+    def inside(value: float, bounds: list[float | None]) -> bool:
+        # the two walks feed a node in different batches: their float32 terms differ in the last bits
+        low, high = bounds
+        return low * (1 - 1e-5) - 1e-12 <= value <= (np.inf if high is None else high * (1 + 1e-5) + 1e-12)
+
+    run(_job(workdir, "adaptive", w1_norm_tolerance=tolerance, mass_tolerance=tolerance))
+    full, adaptive = (json.loads((workdir / f / "metrics.json").read_text()) for f in ("exact", "adaptive"))
+    for exact, partial in zip(full["prompts"], adaptive["prompts"], strict=True):
+        bounds = partial["bounds"]
+        for key in ("mass", "w1_norm", "kl_on_space", "kl_sequences"):
+            assert inside(exact[key], bounds[key]) and inside(partial[key], bounds[key]), key
+        assert bounds["w1_norm"][1] - bounds["w1_norm"][0] <= tolerance
+        assert bounds["mass"][1] - bounds["mass"][0] <= tolerance
+    for key in ("w1_norm", "mass", "kl_on_space", "kl_sequences"):
+        assert inside(full["aggregate"][key], adaptive["aggregate"]["bounds"][key]), key
+    # where the bounds need (nearly) the whole trie, the walk costs little more than the full walk
+    tokens = [sum(p["forwarded_tokens"] for p in run["prompts"]) for run in (adaptive, full)]
+    assert tokens[0] <= 1.3 * tokens[1]
 
 
 @pytest.mark.slow
