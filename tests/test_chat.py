@@ -12,6 +12,7 @@ special tokens, its BOS behaviour and a reduced copy of its chat template:
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -24,8 +25,12 @@ from calibft.lm.chat import (
     decode_output,
     encode_prompt,
     format_prompt,
+    on_chat_date,
     strip_reasoning,
 )
+from calibft.pipeline.config import read_config
+
+REPO = Path(__file__).resolve().parents[1]
 
 USER = "Sample one value from a Normal distribution with mean 0 and standard deviation 1."
 SYSTEM = "Answer with one number."
@@ -236,6 +241,23 @@ def test_llama32_date_is_today_unless_pinned(llama32):
     today = re.search(r"Today Date: (.*)\n", format_prompt(llama32, USER, PLAIN)).group(1)
     assert re.fullmatch(r"\d\d [A-Z][a-z]{2} \d{4}", today)
     assert "Today Date: 26 Jul 2024\n" in format_prompt(llama32, USER, LLAMA32)
+
+
+def test_the_configs_pinned_days_and_the_run_day_switch(gpt_oss, llama32):
+    """config.yaml pins Llama-3.2's day by `date`, which prints what the template's own fallback (`date_string`
+    26 Jul 2024) prints, and GPT-OSS's; protocol switch `chat_date: run_day` drops the pins, so that both print
+    the day they run, as the release's prompts did."""
+    models = read_config(REPO / "config.yaml")["models"]
+    llama = ChatOptions.from_config(models["llama3_2_1b_it"]["chat"])
+    oss = ChatOptions.from_config(models["gpt_oss_20b"]["chat"])
+    assert format_prompt(llama32, USER, llama) == format_prompt(llama32, USER, LLAMA32)
+    assert "Current date: 2025-08-05\n" in format_prompt(gpt_oss, USER, oss)
+    assert on_chat_date(llama, "pinned") is llama
+    run_day = re.search(r"Today Date: (.*)\n", format_prompt(llama32, USER, on_chat_date(llama, "run_day"))).group(1)
+    assert run_day != "26 Jul 2024" and re.fullmatch(r"\d\d [A-Z][a-z]{2} \d{4}", run_day)
+    assert "Current date: 2025-08-05" not in format_prompt(gpt_oss, USER, on_chat_date(oss, "run_day"))
+    with pytest.raises(ValueError, match="chat_date must be one of pinned, run_day"):
+        on_chat_date(llama, "today")
 
 
 def test_a_pinned_date_is_what_templates_print_instead_of_the_clock(gpt_oss, llama32):

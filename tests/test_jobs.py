@@ -67,6 +67,17 @@ def test_structured_job_samples_the_split_with_the_condition_adapter():
     assert structured_job(PAPER, "qwen3_0p6b", "base", "ood").adapter is None
 
 
+def test_a_jobs_chat_options_follow_the_chat_date_switch():
+    """The config pins Llama-3.2's day; `chat_date: run_day` leaves it to the clock, in evaluations as in
+    training, and writes the results under a protocol of their own."""
+    assert structured_job(PAPER, "llama3_2_1b_it", "base", "ood").chat_options().date == "2024-07-26"
+    run_day = Layout(load("config.yaml", preset="release", switches={"chat_date": "run_day"}), "/repo")
+    job = structured_job(run_day, "llama3_2_1b_it", "base", "ood")
+    assert job.chat_options().date is None and job.chat == PAPER.config["models"]["llama3_2_1b_it"]["chat"]
+    assert job.out_dir == "results/protocols/release+chat_date=run_day/eval/llama3_2_1b_it/base/structured/ood"
+    assert train_job(run_day, "llama3_2_1b_it", "soft").protocol["chat_date"] == "run_day"
+
+
 def test_ssot_job_follows_the_protocol():
     release = ssot_job(PAPER, "qwen3_0p6b", "unseen")
     assert release.release_prompts == "resources/ssot_prompts.py" and release.system is None

@@ -159,6 +159,52 @@ SWITCHES = (
         ),
         moves="the appendix's per-distribution W1 figures",
     ),
+    Switch(
+        "chat_date",
+        ("pinned", "run_day"),
+        release="pinned",
+        as_written="pinned",
+        paper="not stated (no prompt shows the date line, nor does the paper give the days of its runs)",
+        release_code=(
+            "passes no date to `apply_chat_template` (src/random_steering/inference/chat_format.py "
+            '`format_prompt`): under transformers 4.57 Llama-3.2\'s "Today Date" and GPT-OSS\'s "Current date" '
+            "print the day each run ran"
+        ),
+        moves="every Llama-3.2 and GPT-OSS prompt's date line (a few tokens), in training and every evaluation",
+    ),
+    Switch(
+        "training_draw_seeds",
+        ("release", "per_batch"),
+        release="release",
+        as_written="release",
+        paper="a fresh answer y ~ P_Y for every training example; how it is seeded is not stated",
+        release_code=(
+            "example `offset` of batch `batch` of rank `rank` in epoch `epoch` draws `default_rng(seed + epoch * "
+            "100000 + batch * batch_size * world_size + rank * batch_size + offset).choice` over its output space "
+            "(calibrate_sft/train_loop.py `run_calibrate_sft`, `_sample_batch_examples`; the same in hard_label_sft)"
+        ),
+        moves="which answers every soft and hard run trains on (the same distribution): every fine-tuned row",
+    ),
+    Switch(
+        "w1_nonfinite_prompts",
+        ("undefined", "dropped"),
+        release="undefined",
+        as_written="undefined",
+        paper=(
+            '"---": the aggregate W1 is undefined where "at least one family has no finite W1 estimate"; which '
+            "prompts leave a family so is not said"
+        ),
+        release_code=(
+            "a prompt without a valid answer gets an infinite W1, which its family's mean keeps "
+            "(calibrate_sft/evaluate.py `_build_family_balanced_summary` averages every float): the family's "
+            "mean is infinite"
+        ),
+        moves=(
+            "the W1 aggregates of the structured and SSOT tables where one prompt of a family has no valid answer "
+            "(or a W1 beyond the float range) and others have: on the OOD split (3 prompts a family), not on the "
+            "unseen one (1)"
+        ),
+    ),
 )
 SWITCH = {switch.name: switch for switch in SWITCHES}
 

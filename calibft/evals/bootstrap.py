@@ -64,6 +64,7 @@ class PromptSamples:
         w1 = wasserstein1(valid, self.law, self._quantiles.get(k))
         return {
             "family": self.prompt.family,
+            "w1": finite_or_none(w1),
             "w1_norm": finite_or_none(w1 / self.scale) if self.scale > 0 else None,
             "logit_kl": self.logit_kl,
             "valid_rate": k / n if n else None,
@@ -88,8 +89,10 @@ def structured_intervals(
     level: float = LEVEL,
     logit_kl_across_families: str = "mean",
     resample_prompts: bool = False,
+    w1_nonfinite_prompts: str = "undefined",
 ) -> dict:
-    """The interval of each aggregate metric, with how it was drawn: metrics.json's `intervals`."""
+    """The interval of each aggregate metric, with how it was drawn: metrics.json's `intervals`. The switches are
+    `structured_aggregate`'s."""
     rng = np.random.default_rng(seed)
     by_family: dict[str, list[PromptSamples]] = {}
     for prompt in prompts:
@@ -101,7 +104,7 @@ def structured_intervals(
             picks = rng.integers(0, len(members), len(members)) if resample_prompts else range(len(members))
             drawn += [members[i] for i in picks]
         rows = [prompt.resampled_row(rng) for prompt in drawn]
-        aggregate = structured_aggregate(rows, logit_kl_across_families)
+        aggregate = structured_aggregate(rows, logit_kl_across_families, w1_nonfinite_prompts)
         for metric in METRICS:
             draws[metric].append(aggregate[metric])
     return {

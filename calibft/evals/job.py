@@ -15,7 +15,7 @@ from pathlib import Path
 
 from calibft.core.protocol import default_protocol
 from calibft.core.provenance import write_provenance
-from calibft.lm.chat import ChatOptions
+from calibft.lm.chat import ChatOptions, on_chat_date
 from calibft.lm.generation_defaults import effective_settings, engine_settings, release_request
 from calibft.lm.models import load_for_inference, load_tokenizer
 
@@ -78,7 +78,7 @@ class ModelJob:
         return SamplingSettings(num_samples=sampling.pop("samples_per_prompt"), **sampling)
 
     def chat_options(self) -> ChatOptions:
-        return ChatOptions.from_config(self.chat)
+        return on_chat_date(ChatOptions.from_config(self.chat), self.protocol["chat_date"])
 
     def load(self):
         """(tokenizer, model in eval mode with the condition's adapter)."""

@@ -223,13 +223,28 @@ def exact_aggregate(rows: Sequence[Mapping], kl_across_families: str = "mean") -
     }
 
 
-def structured_aggregate(rows: Sequence[Mapping], logit_kl_across_families: str = "mean") -> dict:
-    """The aggregate of a structured evaluation from its per-prompt rows (family, w1_norm, logit_kl,
+W1_NONFINITE = ("undefined", "dropped")  # the values of protocol switch `w1_nonfinite_prompts`
+
+
+def structured_aggregate(
+    rows: Sequence[Mapping], logit_kl_across_families: str = "mean", w1_nonfinite_prompts: str = "undefined"
+) -> dict:
+    """The aggregate of a structured evaluation from its per-prompt rows (family, w1, w1_norm, logit_kl,
     valid_rate): W1 the median across families of their means (None when a family has no finite value), logit
     KL the mean or median of the family means (`logit_kl_across_families`, a switch of `calibft.core.protocol`; None
-    without logit KL), valid rate the mean of the family means; with the family means it is computed from."""
+    without logit KL), valid rate the mean of the family means; with the family means it is computed from.
+
+    A prompt whose W1 is not finite (`w1` None: no valid answer, or a W1 beyond the float range) makes its
+    family's W1 undefined under `w1_nonfinite_prompts: undefined`, as the release's infinite W1 makes the family's
+    mean infinite; under `dropped` the family's mean is that of its finite prompts. (A law without spread has a
+    finite W1 and no normalized one: that prompt is left out of its family's mean either way.)"""
+    if w1_nonfinite_prompts not in W1_NONFINITE:
+        raise ValueError(f"w1_nonfinite_prompts must be one of {', '.join(W1_NONFINITE)}, got {w1_nonfinite_prompts!r}")
     families = [row["family"] for row in rows]
     means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}
+    if w1_nonfinite_prompts == "undefined":
+        nonfinite = {row["family"] for row in rows if row["w1"] is None}
+        means["w1_norm"] = {name: None if name in nonfinite else mean for name, mean in means["w1_norm"].items()}
     valid_rates = [v for v in means["valid_rate"].values() if v is not None]
     with_kl = any(row["logit_kl"] is not None for row in rows)
     return {

@@ -119,17 +119,19 @@ def score(
     logit_kl_across_families: str = "mean",
     replicates: int = 0,
     bootstrap_seed: int = 0,
+    w1_nonfinite_prompts: str = "undefined",
     **header,
 ) -> dict:
     """metrics.json: per prompt, per family (mean of finite prompt values) and aggregate: W1 the median across
-    families (None when a family has no finite value), logit KL the mean or median of the family means
-    (`logit_kl_across_families`, a switch of `calibft.core.protocol`), valid rate the mean across families; with
-    `replicates`, each aggregate's bootstrap interval (`calibft.evals.bootstrap`, seeded by `bootstrap_seed`)."""
+    families (None when a family has no finite value, or under `w1_nonfinite_prompts: undefined` a prompt whose W1
+    is not finite), logit KL the mean or median of the family means (`logit_kl_across_families`), valid rate the
+    mean across families (both switches of `calibft.core.protocol`); with `replicates`, each aggregate's bootstrap
+    interval (`calibft.evals.bootstrap`, seeded by `bootstrap_seed`)."""
     by_prompt: dict[str, list[dict]] = {p.id: [] for p in chosen}
     for record in records:
         by_prompt[record["id"]].append(record)
     rows = [prompt_metrics(p, by_prompt[p.id], None if logit_kl is None else logit_kl[p.id]) for p in chosen]
-    aggregate = structured_aggregate(rows, logit_kl_across_families)
+    aggregate = structured_aggregate(rows, logit_kl_across_families, w1_nonfinite_prompts)
     means = aggregate.pop("family_means")
     families = family_rows(means, [row["family"] for row in rows])
     metrics = {
@@ -146,7 +148,9 @@ def score(
         kl = logit_kl or {}
         samples = [PromptSamples.of_records(p, by_prompt[p.id], kl.get(p.id)) for p in chosen]
         across = logit_kl_across_families
-        metrics["intervals"] = structured_intervals(samples, bootstrap_seed, replicates, LEVEL, across)
+        metrics["intervals"] = structured_intervals(
+            samples, bootstrap_seed, replicates, LEVEL, across, w1_nonfinite_prompts=w1_nonfinite_prompts
+        )
     return metrics
 
 
@@ -202,7 +206,9 @@ def run(job: StructuredJob) -> None:
     )
     across = job.protocol["logit_kl_across_families"]
     bootstrap = {"replicates": job.bootstrap_replicates, "bootstrap_seed": job.seed_of("bootstrap", job.split)}
-    write_json(out / "metrics.json", score(chosen, records, logit_kl, across, **bootstrap, **header))
+    nonfinite = job.protocol["w1_nonfinite_prompts"]
+    metrics = score(chosen, records, logit_kl, across, **bootstrap, w1_nonfinite_prompts=nonfinite, **header)
+    write_json(out / "metrics.json", metrics)
     job.write_provenance(model, tokenizer, job.generation(), tries=job.tries, ssot_prompts=job.release_prompts)
     finish_checkpoints(checkpoint)
 

@@ -4,14 +4,15 @@ Everything that differs between families lives in the model's `chat:` entry of `
 `ChatOptions`; no code path looks at a model's name:
 
 - `template_kwargs`: keyword arguments of the tokenizer's chat template (Qwen3 `enable_thinking: false`,
-  GPT-OSS `reasoning_effort: low`, Llama-3.2 `date_string` to pin its "Today Date" line).
+  GPT-OSS `reasoning_effort: low`).
 - `assistant_prefix`: text appended after the generation prompt, where the assistant's turn starts (GPT-OSS
   `<|channel|>final<|message|>`, so that generation starts in the final channel).
 - `system`: a default system message (none for the paper's models; evaluations such as the SSOT baseline
   pass their own).
 - `date`: the day ("YYYY-MM-DD") that a template printing the current date through `strftime_now` sees
-  instead of the clock (GPT-OSS's "Current date", which has no variable of its own), so that a prompt is
-  the same on every day, and a training run resumed after midnight keeps its prompts.
+  instead of the clock (GPT-OSS's "Current date", Llama-3.2's "Today Date"), so that a prompt is the same on
+  every day, and a training run resumed after midnight keeps its prompts. Protocol switch `chat_date:
+  run_day` drops it (`on_chat_date`): the template prints the day it runs, as the release's prompts did.
 
 A formatted prompt is tokenized so that a BOS the template already wrote is not added a second time, or, as
 the authors' release does, with the tokenizer's special tokens added anyway (`encode_prompt`). Completions are
@@ -26,7 +27,7 @@ import contextlib
 import datetime as dt
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -85,6 +86,16 @@ class ChatOptions:
             except (TypeError, ValueError):
                 raise ValueError(f"{where}.date must be a day written YYYY-MM-DD, got {date!r}") from None
         return ChatOptions({**self.template_kwargs, **kwargs}, prefix, system, date)
+
+
+CHAT_DATES = ("pinned", "run_day")  # the values of protocol switch `chat_date`
+
+
+def on_chat_date(options: ChatOptions, chat_date: str) -> ChatOptions:
+    """`options` under protocol switch `chat_date`: `pinned` as they are, `run_day` without their `date`."""
+    if chat_date not in CHAT_DATES:
+        raise ValueError(f"chat_date must be one of {', '.join(CHAT_DATES)}, got {chat_date!r}")
+    return options if chat_date == "pinned" else replace(options, date=None)
 
 
 def format_prompt(

@@ -139,19 +139,43 @@ def test_ssot_answers_come_from_the_answer_tags():
     assert [r["valid"] for r in records] == [True, False, False, False, False]
 
 
-def test_score_leaves_families_without_valid_samples_undefined():
+@pytest.mark.parametrize("rule", ["undefined", "dropped"])
+def test_score_leaves_families_without_valid_samples_undefined(rule):
+    """A family without any valid answer is undefined under both values of `w1_nonfinite_prompts`; a family where
+    one prompt has none is undefined under `undefined` (the release's infinite W1) and the mean of the others
+    under `dropped`."""
     chosen = select(prompts("ood"), ["poisson-000", "poisson-001", "chi-000"])
     records = [{"id": "poisson-000", "value": float(v), "valid": True} for v in (0, 1, 1, 2)]
     records += [{"id": "poisson-001", "value": None, "valid": False}] * 4
     records += [{"id": "chi-000", "value": None, "valid": False}] * 4
-    metrics = score(chosen, records, {"poisson-000": 0.5, "poisson-001": 1.5, "chi-000": 2.0})
-    assert metrics["aggregate"]["w1_norm"] is None
-    assert metrics["aggregate"]["undefined_families"] == ["chi"]
+    kl = {"poisson-000": 0.5, "poisson-001": 1.5, "chi-000": 2.0}
+    metrics = score(chosen, records, kl, replicates=20, w1_nonfinite_prompts=rule)
+    assert metrics["aggregate"]["w1_norm"] is None and metrics["intervals"]["w1_norm"] is None
     assert metrics["aggregate"]["logit_kl"] == pytest.approx(np.median([1.0, 2.0]))
     assert metrics["aggregate"]["valid_rate"] == pytest.approx(np.mean([0.5, 0.0]))
     poisson = metrics["families"][0]
     assert poisson["family"] == "poisson" and poisson["num_prompts"] == 2
-    assert poisson["w1_norm"] == metrics["prompts"][0]["w1_norm"]  # the prompt without valid samples is left out
+    if rule == "dropped":
+        assert metrics["aggregate"]["undefined_families"] == ["chi"]
+        assert poisson["w1_norm"] == metrics["prompts"][0]["w1_norm"]  # the prompt without valid samples left out
+    else:
+        assert metrics["aggregate"]["undefined_families"] == ["poisson", "chi"] and poisson["w1_norm"] is None
+
+
+def test_one_prompt_without_valid_samples_moves_the_aggregate_by_the_switch():
+    """Family A = [0.2, none], B, C: the median of A's mean and the others' under `dropped`, undefined under
+    `undefined` (the release's infinite family mean), in the aggregate and in every bootstrap replicate."""
+    ids = ["poisson-000", "poisson-001", "chi-000", "weibull-000"]
+    chosen = select(prompts("ood"), ids)
+    records = [{"id": i, "value": v, "valid": True} for i in ids[::2] + ids[3:] for v in (0.5, 1.0, 2.0, 3.0)]
+    records += [{"id": "poisson-001", "value": None, "valid": False}] * 4
+    dropped = score(chosen, records, replicates=20, w1_nonfinite_prompts="dropped")
+    undefined = score(chosen, records, replicates=20, w1_nonfinite_prompts="undefined")
+    assert dropped["aggregate"]["w1_norm"] is not None and dropped["intervals"]["w1_norm"] is not None
+    assert undefined["aggregate"]["w1_norm"] is None and undefined["intervals"]["w1_norm"] is None
+    assert undefined["aggregate"]["undefined_families"] == ["poisson"]
+    with pytest.raises(ValueError, match="w1_nonfinite_prompts must be one of undefined, dropped"):
+        score(chosen, records, w1_nonfinite_prompts="infinite")
 
 
 def test_a_law_without_spread_between_its_5_and_95_percent_quantiles_has_no_normalized_w1():
