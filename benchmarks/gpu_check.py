@@ -297,9 +297,12 @@ def training_figures(model, data, args, device) -> dict:
     def items(i: int) -> np.ndarray:
         return (np.arange(batch) + i * batch) % len(prompt_ids)
 
+    def values(data, i: int) -> np.ndarray:
+        return data.sample_values(items(i), np.random.default_rng(i))
+
     objectives = {
         "soft": lambda i: soft_batch_loss(
-            model, tries, items(i), prompt_ids, pad, np.random.default_rng(i), max_len=max_len, numerics="logits_dtype"
+            model, tries, items(i), prompt_ids, pad, values(tries, i), max_len=max_len, numerics="logits_dtype"
         ),
         "hard": lambda i: hard_batch_loss(
             model,
@@ -307,7 +310,7 @@ def training_figures(model, data, args, device) -> dict:
             items(i),
             prompt_ids,
             pad,
-            np.random.default_rng(i),
+            values(spaces, i),
             tokenizer,
             max_len=max_len,
             numerics="logits_dtype",

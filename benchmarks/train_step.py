@@ -86,15 +86,19 @@ def main() -> None:
     def items(i: int) -> np.ndarray:
         return (np.arange(args.batch) + i * args.batch) % len(chosen)
 
+    def values(data, i: int) -> np.ndarray:
+        """Step i's training answers."""
+        return data.sample_values(items(i), np.random.default_rng(i))
+
     def soft(i: int) -> torch.Tensor:
-        return soft_batch_loss(model, tries, items(i), prompt_ids, pad, np.random.default_rng(i))[0]
+        return soft_batch_loss(model, tries, items(i), prompt_ids, pad, values(tries, i))[0]
 
     def hard(i: int) -> torch.Tensor:
-        return hard_batch_loss(model, spaces, items(i), prompt_ids, pad, np.random.default_rng(i), tokenizer)[0]
+        return hard_batch_loss(model, spaces, items(i), prompt_ids, pad, values(spaces, i), tokenizer)[0]
 
     def plain(i: int) -> torch.Tensor:
         # the same sequences as the soft step, with the usual labels: full logits, shifted cross-entropy
-        targets = tries.path_targets(items(i), tries.sample_values(items(i), np.random.default_rng(i)))
+        targets = tries.path_targets(items(i), values(tries, i))
         batch = make_batch([prompt_ids[j] for j in items(i)], targets.tokens, targets.lengths, pad)
         labels = torch.full_like(batch.input_ids, -100)
         columns = batch.input_ids.shape[1] - batch.width + batch.step_column

@@ -93,10 +93,11 @@ def test_one_optimizer_step_moves_the_lora_weights_only(folder, objective):
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     items, rng, pad = np.array([0, 1]), np.random.default_rng(0), tokenizer.pad_token_id
     model.train()
+    values = spaces.sample_values(items, rng)
     if objective == "soft":
-        loss, tokens = soft_batch_loss(model, trie_set_for_spaces(tokenizer, spaces), items, ids, pad, rng)
+        loss, tokens = soft_batch_loss(model, trie_set_for_spaces(tokenizer, spaces), items, ids, pad, values)
     else:
-        loss, tokens = hard_batch_loss(model, spaces, items, ids, pad, rng, tokenizer)
+        loss, tokens = hard_batch_loss(model, spaces, items, ids, pad, values, tokenizer)
     assert torch.isfinite(loss) and loss.item() > 0 and tokens > 0
     loss.backward()
     torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3).step()

@@ -67,7 +67,8 @@ def test_gradients_reach_only_the_lora_parameters(workdir):
     tries = TrieSet.load(workdir / "train_tries.npz")
     chosen = select(prompts("train"), list(tries.ids[:4]))
     ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
-    loss, _ = soft_batch_loss(model, tries, np.arange(4), ids, tokenizer.pad_token_id, np.random.default_rng(0))
+    values = tries.sample_values(np.arange(4), np.random.default_rng(0))
+    loss, _ = soft_batch_loss(model, tries, np.arange(4), ids, tokenizer.pad_token_id, values)
     loss.backward()
     with_grad = {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
@@ -207,14 +208,12 @@ def test_the_hard_loss_pools_tokens_or_averages_sequences(workdir):
     chosen = select(prompts("train"), list(spaces.ids[:6]))
     ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
     pad = tokenizer.pad_token_id
+    values = spaces.sample_values(items, np.random.default_rng(5))
     losses = {
-        reduction: hard_batch_loss(
-            model, spaces, items, ids, pad, np.random.default_rng(5), tokenizer, reduction=reduction
-        )[0].item()
+        reduction: hard_batch_loss(model, spaces, items, ids, pad, values, tokenizer, reduction=reduction)[0].item()
         for reduction in ("tokens", "sequences")
     }
     # the same batch by hand: the sampled strings, their tokens, each token's cross-entropy
-    values = spaces.sample_values(items, np.random.default_rng(5))
     completions = tokenize_values(tokenizer, spaces.values[spaces.offsets[items] + values])
     assert len(set(completions.lengths.tolist())) > 1  # completions of different lengths: the reductions differ
     batch = make_batch(ids, completions.tokens, completions.lengths, pad)
@@ -242,11 +241,11 @@ def test_logits_dtype_losses_behind_mixed_precision_are_the_pure_bf16_models(wor
     ids = [chat_prompt_ids(tokenizer, p.prompt, ChatOptions.from_config(CHAT)) for p in chosen]
 
     def loss(model, numerics):
-        rng, pad = np.random.default_rng(5), tokenizer.pad_token_id
+        values, pad = data.sample_values(items, np.random.default_rng(5)), tokenizer.pad_token_id
         with torch.no_grad():
             if soft:
-                return soft_batch_loss(model, data, items, ids, pad, rng, numerics=numerics)[0]
-            return hard_batch_loss(model, data, items, ids, pad, rng, tokenizer, numerics=numerics)[0]
+                return soft_batch_loss(model, data, items, ids, pad, values, numerics=numerics)[0]
+            return hard_batch_loss(model, data, items, ids, pad, values, tokenizer, numerics=numerics)[0]
 
     released = loss(pure, "logits_dtype")
     assert released.dtype == torch.bfloat16

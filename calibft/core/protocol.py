@@ -173,6 +173,19 @@ SWITCHES = (
         moves="every Llama-3.2 and GPT-OSS prompt's date line (a few tokens), in training and every evaluation",
     ),
     Switch(
+        "training_draw_seeds",
+        ("release", "per_batch"),
+        release="release",
+        as_written="release",
+        paper="a fresh answer y ~ P_Y for every training example; how it is seeded is not stated",
+        release_code=(
+            "example `offset` of batch `batch` of rank `rank` in epoch `epoch` draws `default_rng(seed + epoch * "
+            "100000 + batch * batch_size * world_size + rank * batch_size + offset).choice` over its output space "
+            "(calibrate_sft/train_loop.py `run_calibrate_sft`, `_sample_batch_examples`; the same in hard_label_sft)"
+        ),
+        moves="which answers every soft and hard run trains on (the same distribution): every fine-tuned row",
+    ),
+    Switch(
         "w1_nonfinite_prompts",
         ("undefined", "dropped"),
         release="undefined",

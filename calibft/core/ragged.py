@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -49,6 +49,16 @@ def index_of(ids: np.ndarray, record_id: str) -> int:
         example = f"; ids look like {ids[0]!r}" if len(ids) else ""
         raise KeyError(f"no prompt with id {record_id!r}{example}")
     return int(hits[0])
+
+
+def choose_segments(probs: np.ndarray, offsets: np.ndarray, segments: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+    """One draw per entry of `segments`, each from a generator of its own: `default_rng(seeds[b]).choice` over
+    segment s (local index) with the segment's probs, as the authors' release draws a training answer."""
+    picks = [
+        np.random.default_rng(int(seed)).choice(offsets[s + 1] - offsets[s], p=probs[offsets[s] : offsets[s + 1]])
+        for s, seed in zip(segments, seeds, strict=True)
+    ]
+    return np.array(picks, dtype=np.int64)
 
 
 def sample_segments(probs: np.ndarray, offsets: np.ndarray, segments: np.ndarray, rng: np.random.Generator):

@@ -18,7 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from calibft.core.io import load_npz, save_npz
-from calibft.core.ragged import concatenate_fields, index_of, offsets, sample_segments
+from calibft.core.ragged import choose_segments, concatenate_fields, index_of, offsets, sample_segments
 
 if TYPE_CHECKING:
     from calibft.data.families import UnfrozenLaw
@@ -182,6 +182,11 @@ class SpaceSet:
     def sample_values(self, prompt_index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One value index y ~ P_Y for each entry of `prompt_index` (local to its prompt)."""
         return sample_segments(self.probs, self.offsets, prompt_index, rng)
+
+    def choose_values(self, prompt_index: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+        """One value index y ~ P_Y for each entry of `prompt_index`, each with numpy's `choice` from
+        `default_rng(seeds[b])` (the authors' release's training draw)."""
+        return choose_segments(self.probs, self.offsets, prompt_index, seeds)
 
     def save(self, path: str | os.PathLike) -> None:
         arrays = {"ids": self.ids, "offsets": self.offsets, "values": self.values, "probs": self.probs}

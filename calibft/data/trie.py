@@ -21,7 +21,7 @@ from tokenizers import Encoding
 from tqdm import tqdm
 
 from calibft.core.io import load_npz, save_npz
-from calibft.core.ragged import index_of, offsets, sample_segments
+from calibft.core.ragged import choose_segments, index_of, offsets, sample_segments
 from calibft.data.output_space import OutputSpace, SpaceSet
 
 
@@ -469,6 +469,11 @@ class TrieSet:
     def sample_values(self, prompt_index: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One value index y ~ P_Y for each entry of `prompt_index` (local to its prompt)."""
         return sample_segments(self.value_probs, self.value_offsets, prompt_index, rng)
+
+    def choose_values(self, prompt_index: np.ndarray, seeds: Sequence[int]) -> np.ndarray:
+        """One value index y ~ P_Y for each entry of `prompt_index`, each with numpy's `choice` from
+        `default_rng(seeds[b])` (the authors' release's training draw)."""
+        return choose_segments(self.value_probs, self.value_offsets, prompt_index, seeds)
 
     def path_targets(self, prompt_index: np.ndarray, value_index: np.ndarray) -> PathTargets:
         """The completion tokens and per-step child targets of one value path per example."""

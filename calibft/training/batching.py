@@ -1,4 +1,5 @@
-"""The training order: family-balanced epochs, sharded across ranks and cut into batches (docs/method.md, Batching)."""
+"""The training order: family-balanced epochs, sharded across ranks and cut into batches, and the answer each item
+of a batch trains on (docs/method.md, Batching)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+from calibft.data.output_space import SpaceSet
+from calibft.data.trie import TrieSet
 
 
 def balanced_order(families: Sequence[str], seed: int) -> list[int]:
@@ -63,3 +67,34 @@ def total_steps(num_prompts: int, recipe: dict, batch_size: int, world_size: int
     """Optimizer steps of a training run: the recipe's epochs, capped at its `max_steps` when it has one."""
     steps = recipe["epochs"] * steps_per_epoch(num_prompts, recipe["samples_per_prompt"], world_size, batch_size)
     return min(steps, recipe.get("max_steps", steps))
+
+
+DRAW_SEEDS = ("release", "per_batch")  # the values of protocol switch `training_draw_seeds`
+
+
+def batch_values(
+    data: TrieSet | SpaceSet,
+    items: np.ndarray,
+    draw_seeds: str,
+    seed: int,
+    epoch: int,
+    batch_index: int,
+    rank: int,
+    batch_size: int,
+    world_size: int,
+) -> np.ndarray:
+    """The value each item of one batch trains on (its index in the prompt's output space), drawn from the
+    prompt's target; `batch_index` counts the rank's batches within the epoch from 0, `batch_size` is the
+    configured per-device size.
+
+    `release`: item `offset` of the batch draws with numpy's `choice` from `default_rng(seed + epoch * 100000 +
+    batch_index * batch_size * world_size + rank * batch_size + offset)`, as the authors' release does (also for a
+    shorter last batch). `per_batch`: the batch's items draw one uniform each from `default_rng([seed, epoch,
+    batch_index, rank])`. Either way the draws depend only on where the batch is, so a resumed run draws the same.
+    """
+    if draw_seeds == "per_batch":
+        return data.sample_values(items, np.random.default_rng([seed, epoch, batch_index, rank]))
+    if draw_seeds != "release":
+        raise ValueError(f"draw_seeds must be one of {', '.join(DRAW_SEEDS)}, got {draw_seeds!r}")
+    first = seed + epoch * 100_000 + batch_index * batch_size * world_size + rank * batch_size
+    return data.choose_values(items, range(first, first + len(items)))

@@ -206,10 +206,10 @@ def soft_path_kl(
 
 
 def soft_batch_loss(
-    model, tries: TrieSet, items, prompt_ids, pad_id, rng, temperature=1.0, max_len=None, numerics="fp32"
+    model, tries: TrieSet, items, prompt_ids, pad_id, values, temperature=1.0, max_len=None, numerics="fp32"
 ):
-    """Soft objective of one batch: a path y ~ P_Y per item, the trie KL at each of its steps."""
-    values = tries.sample_values(items, rng)
+    """Soft objective of one batch: the path of each item's value (drawn from P_Y, `batching.batch_values`), the
+    trie KL at each of its steps."""
     kl, tokens = soft_path_kl(model, tries, items, values, prompt_ids, pad_id, temperature, max_len, numerics)
     return kl.mean(), tokens
 
@@ -220,15 +220,14 @@ def hard_batch_loss(
     items,
     prompt_ids,
     pad_id,
-    rng,
+    values,
     tokenizer,
     max_len=None,
     reduction="tokens",
     numerics="fp32",
 ):
-    """Hard objective of one batch: a canonical string y ~ P_Y per item, cross-entropy on its tokens
-    (`reduction` and `numerics` as in `completion_cross_entropy`)."""
-    values = spaces.sample_values(items, rng)
+    """Hard objective of one batch: each item's canonical string (drawn from P_Y, `batching.batch_values`),
+    cross-entropy on its tokens (`reduction` and `numerics` as in `completion_cross_entropy`)."""
     strings = spaces.values[spaces.offsets[items] + values]
     completions = tokenize_values(tokenizer, strings)
     batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)

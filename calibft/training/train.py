@@ -25,7 +25,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints
@@ -37,7 +36,7 @@ from calibft.data.output_space import SpaceSet
 from calibft.data.trie import TrieSet
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, on_chat_date
 from calibft.lm.models import attach_lora, load_model, load_tokenizer, padding_id
-from calibft.training.batching import batches, epoch_items, shard, total_steps
+from calibft.training.batching import batch_values, batches, epoch_items, shard, total_steps
 from calibft.training.job import TrainJob
 from calibft.training.objectives import hard_batch_loss, path_kl, soft_batch_loss
 
@@ -168,15 +167,18 @@ def run(job: TrainJob) -> None:
             if step <= progress["step"]:
                 continue  # done before the restart
             tick = time.perf_counter()
-            rng = np.random.default_rng([job.seed, epoch, batch_index, rank])  # resumable: no carried state
+            values = batch_values(
+                data, batch_items, job.protocol["training_draw_seeds"], job.seed, epoch, batch_index, rank,
+                batch_size, world,
+            )  # fmt: skip
             if soft:
                 loss, tokens = soft_batch_loss(
-                    model, data, batch_items, prompt_ids, pad_id, rng, recipe.get("temperature", 1.0), max_len,
+                    model, data, batch_items, prompt_ids, pad_id, values, recipe.get("temperature", 1.0), max_len,
                     numerics=job.protocol["numerics"],
                 )  # fmt: skip
             else:
                 loss, tokens = hard_batch_loss(
-                    model, data, batch_items, prompt_ids, pad_id, rng, tokenizer, max_len,
+                    model, data, batch_items, prompt_ids, pad_id, values, tokenizer, max_len,
                     reduction=job.protocol["hard_loss_reduction"], numerics=job.protocol["numerics"],
                 )  # fmt: skip
             loss_value = loss.item()  # one host sync, for the check and the log
