@@ -36,6 +36,8 @@ def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silen
     assert resolve(None) == release
     assert release["prompt_bos"] == "doubled" and as_written["prompt_bos"] == "single"
     assert release["generation_defaults"] == "checkpoint" and as_written["generation_defaults"] == "exact"
+    # the paper does not say how training answers are seeded; as_written keeps the pipeline's former draws
+    assert release["training_draw_seeds"] == "release" and as_written["training_draw_seeds"] == "per_batch"
     for name in ("logit_kl_across_families", "gsm8k_extraction", "logit_kl_path_seeds", "paloma_empty_documents"):
         assert release[name] == as_written[name], name
 

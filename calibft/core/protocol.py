@@ -5,7 +5,9 @@ a09d46dc5f6a, with transformers 4.57.6). In some places the release computes dif
 writes. Each such place is a `Switch` with its allowed values; a protocol is one value per switch.
 
 - `release` (the default): what the release computes, so that the numbers are comparable with the tables.
-- `as_written`: what the paper states. Where the paper is silent or ambiguous, the release's choice.
+- `as_written`: what the paper states. Where the paper is silent or ambiguous, the release's choice, but for
+  the seeding of the training draws (`training_draw_seeds`), where it keeps this pipeline's own per-batch
+  draws, so that an `as_written` run trains on the answers such runs trained on before the switch existed.
 
 The config's `protocol:` section picks a preset and may override single switches. Results of a protocol
 live under `protocol_root`: `results/` for `release`, `results/protocols/{name}/` for any other, so that
@@ -176,7 +178,7 @@ SWITCHES = (
         "training_draw_seeds",
         ("release", "per_batch"),
         release="release",
-        as_written="release",
+        as_written="per_batch",
         paper="a fresh answer y ~ P_Y for every training example; how it is seeded is not stated",
         release_code=(
             "example `offset` of batch `batch` of rank `rank` in epoch `epoch` draws `default_rng(seed + epoch * "
