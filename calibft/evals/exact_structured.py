@@ -205,15 +205,16 @@ def run(job: ExactJob) -> None:
         if not np.array_equal(trie.value_probs, space.probs):
             raise ValueError(f"{prompt.id}: the tries {job.tries} were not built from the space {job.space}")
         ids = chat_prompt_ids(tokenizer, prompt.prompt, options, None, job.protocol["prompt_bos"])
-        quantiles = coupling_quantiles(family(prompt.family).law(prompt.params), EXACT_W1_LEVELS)
+        law = family(prompt.family).law(prompt.params)
+        quantiles = coupling_quantiles(law, EXACT_W1_LEVELS)
 
-        def compute(ids=ids, trie=trie, prompt=prompt, space=space, quantiles=quantiles):
+        def compute(ids=ids, trie=trie, prompt=prompt, space=space, law=law, quantiles=quantiles):
             if tolerance.full_walk:
                 probs, _ = value_probabilities(model, ids, trie, job.batch_nodes, next_token)
                 tokens = forwarded_tokens(len(ids), trie, job.batch_nodes)
                 return [{"id": prompt.id, "model_probs": probs.tolist(), "forwarded_tokens": tokens}]
             bounds = SpaceBounds(trie, space_values(space.values), quantiles)
-            scale = w1_scale(family(prompt.family).law(prompt.params))
+            scale = w1_scale(law)
             walk = adaptive_node_log_probs(
                 model, ids, trie, lambda w: tolerance.met(bounds, bounds.partial(w), scale), job.batch_nodes, next_token
             )
