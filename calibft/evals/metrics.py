@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from calibft.core.protocol import SWITCH
 from calibft.data.families import Params, family
 
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -223,9 +224,6 @@ def exact_aggregate(rows: Sequence[Mapping], kl_across_families: str = "mean") -
     }
 
 
-W1_NONFINITE = ("undefined", "dropped")  # the values of protocol switch `w1_nonfinite_prompts`
-
-
 def structured_aggregate(
     rows: Sequence[Mapping], logit_kl_across_families: str = "mean", w1_nonfinite_prompts: str = "undefined"
 ) -> dict:
@@ -238,8 +236,9 @@ def structured_aggregate(
     family's W1 undefined under `w1_nonfinite_prompts: undefined`, as the release's infinite W1 makes the family's
     mean infinite; under `dropped` the family's mean is that of its finite prompts. (A law without spread has a
     finite W1 and no normalized one: that prompt is left out of its family's mean either way.)"""
-    if w1_nonfinite_prompts not in W1_NONFINITE:
-        raise ValueError(f"w1_nonfinite_prompts must be one of {', '.join(W1_NONFINITE)}, got {w1_nonfinite_prompts!r}")
+    allowed = SWITCH["w1_nonfinite_prompts"].values
+    if w1_nonfinite_prompts not in allowed:
+        raise ValueError(f"w1_nonfinite_prompts must be one of {', '.join(allowed)}, got {w1_nonfinite_prompts!r}")
     families = [row["family"] for row in rows]
     means = {key: family_means([row[key] for row in rows], families) for key in ("w1_norm", "logit_kl", "valid_rate")}
     if w1_nonfinite_prompts == "undefined":

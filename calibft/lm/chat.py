@@ -30,6 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from calibft.core.protocol import SWITCH
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -88,13 +90,11 @@ class ChatOptions:
         return ChatOptions({**self.template_kwargs, **kwargs}, prefix, system, date)
 
 
-CHAT_DATES = ("pinned", "run_day")  # the values of protocol switch `chat_date`
-
-
 def on_chat_date(options: ChatOptions, chat_date: str) -> ChatOptions:
     """`options` under protocol switch `chat_date`: `pinned` as they are, `run_day` without their `date`."""
-    if chat_date not in CHAT_DATES:
-        raise ValueError(f"chat_date must be one of {', '.join(CHAT_DATES)}, got {chat_date!r}")
+    allowed = SWITCH["chat_date"].values
+    if chat_date not in allowed:
+        raise ValueError(f"chat_date must be one of {', '.join(allowed)}, got {chat_date!r}")
     return options if chat_date == "pinned" else replace(options, date=None)
 
 

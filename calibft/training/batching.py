@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from calibft.core.protocol import SWITCH
 from calibft.data.output_space import SpaceSet
 from calibft.data.trie import TrieSet
 
@@ -69,9 +70,6 @@ def total_steps(num_prompts: int, recipe: dict, batch_size: int, world_size: int
     return min(steps, recipe.get("max_steps", steps))
 
 
-DRAW_SEEDS = ("release", "per_batch")  # the values of protocol switch `training_draw_seeds`
-
-
 def batch_values(
     data: TrieSet | SpaceSet,
     items: np.ndarray,
@@ -95,6 +93,7 @@ def batch_values(
     if draw_seeds == "per_batch":
         return data.sample_values(items, np.random.default_rng([seed, epoch, batch_index, rank]))
     if draw_seeds != "release":
-        raise ValueError(f"draw_seeds must be one of {', '.join(DRAW_SEEDS)}, got {draw_seeds!r}")
+        allowed = ", ".join(SWITCH["training_draw_seeds"].values)
+        raise ValueError(f"draw_seeds must be one of {allowed}, got {draw_seeds!r}")
     first = seed + epoch * 100_000 + batch_index * batch_size * world_size + rank * batch_size
     return data.choose_values(items, range(first, first + len(items)))
