@@ -134,7 +134,10 @@ SWITCHES = (
         release="skip",
         as_written="skip",
         paper="not stated",
-        release_code="documents whose text is empty or blank are left out (perplexity/evaluate.py)",
+        release_code=(
+            "rows whose text is empty or blank are left out, counted in `num_skipped_rows` with the rows whose text "
+            "is missing or not a string (perplexity/data.py `iter_paloma_file_records`, perplexity/evaluate.py)"
+        ),
         moves="PALOMA document counts (the token-weighted figures do not change)",
     ),
     Switch(

@@ -21,25 +21,32 @@ summary. A document whose text is empty or only whitespace is left out of every 
 authors' release skips such rows: no document, no bytes) and counted like any other under `count` (a
 document, its bytes, the NLL of whatever tokens it has): the `paloma_empty_documents` switch of
 `calibft.core.protocol`. A document of one token is counted under both, with its bytes and no scored token.
+A row whose `text` is not a string (missing, null, a number, a list) is no document under either value: it is
+skipped, counted per slice (`non_string_documents`) and reported in the log (`load_documents`), as the
+release skips it (its `num_skipped_rows` counts such rows with the empty ones).
 
 Inputs: one JSON-lines file per slice (gzip-compressed when named `.gz`) with a `text` field per document, as
 the workflow downloads PALOMA and as the offline demo ships a few documents per slice. Outputs in `out_dir`:
-`documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes, empty; `tokens` counts the
-scored tokens, `empty` marks an empty or whitespace-only text) and `summary.json`, which `score` computes from
-those records alone (`documents` and `skipped_documents` per slice and pooled, `empty_documents` the rule),
-with the bootstrap interval of each perplexity and bits per byte over resamples of the documents of each slice
-(`intervals`, `paloma_draws`; each slice's replicates kept for the tables' means over models).
+`documents.jsonl.gz` (one object per document: slice, index, nll, tokens, bytes, empty; `index` is the
+document's place among the slice's documents, `tokens` counts the scored tokens, `empty` marks an empty or
+whitespace-only text) and `summary.json`, which `score` computes from those records and the per-slice counts
+of rows without a string text (`documents`, `skipped_documents` and `non_string_documents` per slice and
+pooled, `empty_documents` the rule), with the bootstrap interval of each perplexity and bits per byte over
+resamples of the documents of each slice (`intervals`, `paloma_draws`; each slice's replicates kept for the
+tables' means over models).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -62,6 +69,8 @@ DOCUMENTS_PER_CHUNK = 256
 PAD_ID = 0
 NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
 EMPTY_DOCUMENTS = ("skip", "count")  # the `paloma_empty_documents` switch
+
+logger = logging.getLogger(__name__)
 
 
 def windows(n_tokens: int, window: int = PALOMA_WINDOW, stride: int = PALOMA_STRIDE) -> list[tuple[int, int, int]]:
@@ -143,14 +152,16 @@ def documents_nll(
 
 @dataclass(frozen=True)
 class Totals:
-    """Summed NLL (nats), scored tokens and UTF-8 bytes of a set of documents, how many documents, and how many
-    more were left out of these totals (`skipped`: empty documents under `skip`)."""
+    """Summed NLL (nats), scored tokens and UTF-8 bytes of a set of documents, how many documents, how many
+    more were left out of these totals (`skipped`: empty documents under `skip`), and how many rows of the
+    slice files had no string text (`non_string`: never documents, under either value of the switch)."""
 
     nll: float = 0.0
     tokens: int = 0
     bytes: int = 0
     documents: int = 0
     skipped: int = 0
+    non_string: int = 0
 
     def __add__(self, other: Totals) -> Totals:
         if not isinstance(other, Totals):
@@ -161,6 +172,7 @@ class Totals:
             self.bytes + other.bytes,
             self.documents + other.documents,
             self.skipped + other.skipped,
+            self.non_string + other.non_string,
         )
 
     @property
@@ -180,6 +192,7 @@ class Totals:
             "bytes": self.bytes,
             "documents": self.documents,
             "skipped_documents": self.skipped,
+            "non_string_documents": self.non_string,
             "perplexity": self.perplexity,
             "bits_per_byte": self.bits_per_byte,
         }
@@ -243,22 +256,29 @@ def score(
     slices: Sequence[str],
     *,
     empty_documents: str = "count",
+    non_string_documents: Mapping[str, int] | None = None,
     replicates: int = 0,
     bootstrap_seed: int = 0,
     **header,
 ) -> dict:
     """summary.json from the per-document records: per slice (every one of `slices`, in that order, also one
     without documents) and pooled, empty documents skipped or counted as `empty_documents` says (the
-    `paloma_empty_documents` switch; `skip` needs the records' `empty` field); with `replicates`, `intervals` of
-    every perplexity and bits per byte (`paloma_draws`, seeded from `bootstrap_seed`), each slice's replicates
-    kept (`draws`)."""
+    `paloma_empty_documents` switch; `skip` needs the records' `empty` field), with each slice's count of rows
+    without a string text (`non_string_documents`, from `load_documents`; 0 for a slice it does not name);
+    with `replicates`, `intervals` of every perplexity and bits per byte (`paloma_draws`, seeded from
+    `bootstrap_seed`), each slice's replicates kept (`draws`). Rows without a string text have no record, so
+    they add nothing to the totals or the resamples."""
     by_slice: dict[str, list[Mapping]] = {name: [] for name in slices}
     for record in records:
         if record["slice"] not in by_slice:
             raise ValueError(f"a document of slice {record['slice']!r}, not one of {list(slices)}")
         by_slice[record["slice"]].append(record)
+    non_string = dict(non_string_documents or {})
+    if unknown := sorted(set(non_string) - set(by_slice)):
+        raise ValueError(f"non-string counts of slices {unknown}, not among {list(slices)}")
     per_slice = {
-        name: sum((document_totals(r, empty_documents) for r in rows), Totals()) for name, rows in by_slice.items()
+        name: sum((document_totals(r, empty_documents) for r in rows), Totals(non_string=non_string.get(name, 0)))
+        for name, rows in by_slice.items()
     }
     summary = {**header, "empty_documents": empty_documents, **summarize(per_slice)}
     if replicates:
@@ -271,15 +291,41 @@ def score(
     return summary
 
 
-def load_documents(path: str | Path, max_documents: int | None = None) -> list[str]:
-    """The texts of one slice file (JSON lines with a string `text`), the first `max_documents` when given."""
-    records = read_jsonl(path)
-    texts = []
-    for i, record in enumerate(records if max_documents is None else records[:max_documents]):
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-            raise ValueError(f"{path}: document {i} has no string 'text' field")
-        texts.append(record["text"])
-    return texts
+class SliceDocuments(NamedTuple):
+    """The documents of one slice file: the string texts in file order, and how many rows were skipped for
+    having no string `text` (missing, null, a number, a list...)."""
+
+    texts: list[str]
+    non_string: int
+
+
+def load_documents(path: str | Path, max_documents: int | None = None) -> SliceDocuments:
+    """The documents of one slice file (JSON lines with a `text` field), the first `max_documents` when given.
+
+    A row whose `text` is not a string cannot be scored, so it is skipped under both values of the
+    `paloma_empty_documents` switch and counted, with a warning naming the file; it does not count toward
+    `max_documents`, which, as in the release, counts the documents taken (the rows after the
+    `max_documents`-th document are not counted). An empty or blank string is a document here, under both
+    values: `score` applies the switch to it.
+    """
+    texts: list[str] = []
+    non_string = 0
+    for record in read_jsonl(path):
+        if max_documents is not None and len(texts) >= max_documents:
+            break
+        text = record.get("text")
+        if isinstance(text, str):
+            texts.append(text)
+        else:
+            non_string += 1
+    if non_string:
+        logger.warning(
+            "%s: skipped %d row(s) whose 'text' is missing or not a string; %d document(s) kept",
+            path,
+            non_string,
+            len(texts),
+        )
+    return SliceDocuments(texts, non_string)
 
 
 def slice_records(model, tokenizer, name: str, texts: Sequence[str], job: PalomaJob) -> list[dict]:
@@ -306,17 +352,26 @@ def run(job: PalomaJob) -> None:
     if longest is not None and job.window > longest:
         raise ValueError(f"window {job.window} is longer than the model's {longest} positions")
     folder = checkpoint_folder(job)
-    records = []
+    records, non_string = [], {}
     for name, path in job.slices.items():
-        texts = load_documents(path, job.max_documents)
-        produce = functools.partial(slice_records, model, tokenizer, name, texts, job)
+        # read again on a resumed run too: the checkpoints keep the records, not the count of skipped rows
+        documents = load_documents(path, job.max_documents)
+        non_string[name] = documents.non_string
+        produce = functools.partial(slice_records, model, tokenizer, name, documents.texts, job)
         records.extend(per_prompt(folder, f"slice_{name}", produce))
     out = Path(job.out_dir)
     write_jsonl(out / "documents.jsonl.gz", records)
     header = job.header("paloma", wall_time_s=time.time() - started)
     empty_documents = job.protocol["paloma_empty_documents"]
     bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed}
-    summary = score(records, list(job.slices), empty_documents=empty_documents, **bootstrap, **header)
+    summary = score(
+        records,
+        list(job.slices),
+        empty_documents=empty_documents,
+        non_string_documents=non_string,
+        **bootstrap,
+        **header,
+    )
     write_json(out / "summary.json", summary)
     job.write_provenance(model, tokenizer, None, **job.slices)
     finish_checkpoints(folder)

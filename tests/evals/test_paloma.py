@@ -16,6 +16,7 @@ from calibft.evals import bootstrap
 from calibft.evals.bootstrap import percentile_interval, resample_indices, resampled_sums
 from calibft.evals.paloma import (
     SLICES,
+    SliceDocuments,
     Totals,
     documents_nll,
     load_documents,
@@ -185,10 +186,20 @@ def _job(root: Path, tiny_dir: Path, out: str, **changes) -> PalomaJob:
     return PalomaJob(**(fields | changes))
 
 
+# ptb's file: TEXTS[:4] with rows whose text is not a string among them (null, missing, a number), which no
+# document, index or total of the run may show
+NON_STRING_ROWS = {1: {"text": None, "id": "null"}, 4: {"id": "missing"}, 6: {"text": 7, "id": "number"}}
+
+
+def _ptb_rows() -> list[dict]:
+    documents = iter({"text": t, "id": i} for i, t in enumerate(TEXTS[:4]))
+    return [NON_STRING_ROWS[row] if row in NON_STRING_ROWS else next(documents) for row in range(7)]
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory, briefly_trained_model) -> Path:
     root = tmp_path_factory.mktemp("paloma")
-    (root / "ptb.jsonl").write_text("".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(TEXTS[:4])))
+    (root / "ptb.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _ptb_rows()))
     write_jsonl(root / "c4_en.jsonl.gz", [{"text": t} for t in TEXTS[3:]])
     main([json.dumps(asdict(_job(root, briefly_trained_model, "base")))])
     return root
@@ -223,12 +234,15 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
     assert pooled["tokens"] == sum(r["tokens"] for r in records) == sum(len(d) - 1 for d in docs if d)
     assert pooled["nll"] == pytest.approx(sum(r["nll"] for r in records))
     assert (pooled["documents"], pooled["skipped_documents"]) == (5, 2)  # "" in both slices
-    recomputed = score(records, ["ptb", "c4_en"], empty_documents="skip")
+    figures = [metrics["slices"]["ptb"], metrics["slices"]["c4_en"], pooled]
+    assert [f["non_string_documents"] for f in figures] == [3, 0, 3]  # ptb's null, missing and numeric texts
+    recomputed = score(records, ["ptb", "c4_en"], empty_documents="skip", non_string_documents={"ptb": 3})
     assert recomputed["slices"] == metrics["slices"] and recomputed["pooled"] == metrics["pooled"]
 
 
-def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_model):
-    run(_job(workdir, briefly_trained_model, "two", max_documents=2, batch_size=1))
+def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_model, caplog):
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+        run(_job(workdir, briefly_trained_model, "two", max_documents=2, batch_size=1))
     records = read_jsonl(workdir / "two" / "documents.jsonl.gz")
     full = read_jsonl(workdir / "base" / "documents.jsonl.gz")
     assert [(r["slice"], r["index"]) for r in records] == [("ptb", 0), ("ptb", 1), ("c4_en", 0), ("c4_en", 1)]
@@ -237,6 +251,11 @@ def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_mo
         assert got["nll"] == pytest.approx(expected["nll"], rel=1e-6)
     pooled = json.loads((workdir / "two" / "summary.json").read_text())["pooled"]
     assert (pooled["documents"], pooled["skipped_documents"]) == (3, 1)  # c4_en's first document is empty
+    # ptb's null row comes before its second document; its other two come after it and are not counted
+    assert pooled["non_string_documents"] == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{workdir / 'ptb.jsonl'}: skipped 1 row(s) whose 'text' is missing or not a string; 2 document(s) kept"
+    ]
 
 
 class WithBos:
@@ -285,11 +304,68 @@ def test_an_interrupted_run_resumes_from_its_finished_slices(workdir, briefly_tr
     assert resumed["pooled"] == pytest.approx(complete["pooled"], rel=1e-6)
 
 
-def test_load_documents_needs_a_text_field(tmp_path):
-    (tmp_path / "s.jsonl").write_text('{"text": "a"}\n{"body": "b"}\n')
-    assert load_documents(tmp_path / "s.jsonl", max_documents=1) == ["a"]
-    with pytest.raises(ValueError, match="document 1"):
-        load_documents(tmp_path / "s.jsonl")
+MIXED_ROWS = [
+    {"text": "a"},
+    {"text": None},
+    {"text": ""},
+    {"text": 3.5},
+    {"body": "b"},
+    {"text": " \n"},
+    {"text": ["c"]},
+    {"text": "d"},
+    {"text": {"e": 1}},
+]
+
+
+def test_load_documents_skips_and_counts_rows_without_a_string_text(tmp_path, caplog):
+    write_jsonl(tmp_path / "s.jsonl.gz", MIXED_ROWS)
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+        documents = load_documents(tmp_path / "s.jsonl.gz")
+    assert documents == SliceDocuments(["a", "", " \n", "d"], 5)  # empty and blank strings are documents
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert caplog.records[0].getMessage() == (
+        f"{tmp_path / 's.jsonl.gz'}: skipped 5 row(s) whose 'text' is missing or not a string; 4 document(s) kept"
+    )
+
+
+@pytest.mark.parametrize(
+    ("max_documents", "texts", "non_string"),
+    [(0, [], 0), (1, ["a"], 0), (2, ["a", ""], 1), (3, ["a", "", " \n"], 3), (4, ["a", "", " \n", "d"], 4)],
+)
+def test_max_documents_counts_documents_not_rows(tmp_path, max_documents, texts, non_string):
+    write_jsonl(tmp_path / "s.jsonl", MIXED_ROWS)
+    assert load_documents(tmp_path / "s.jsonl", max_documents) == SliceDocuments(texts, non_string)
+
+
+def test_a_file_of_string_texts_logs_nothing(tmp_path, caplog):
+    write_jsonl(tmp_path / "s.jsonl", [{"text": "a"}, {"text": ""}])
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+        assert load_documents(tmp_path / "s.jsonl") == SliceDocuments(["a", ""], 0)
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("empty_documents", ["skip", "count"])
+def test_rows_without_a_string_text_are_counted_apart_from_every_total(empty_documents):
+    plain = score(RECORDS, ["ptb", "c4_en"], empty_documents=empty_documents, replicates=50, bootstrap_seed=2)
+    counted = score(
+        RECORDS,
+        ["ptb", "c4_en"],
+        empty_documents=empty_documents,
+        non_string_documents={"ptb": 2, "c4_en": 1},
+        replicates=50,
+        bootstrap_seed=2,
+    )
+    assert (plain["pooled"]["non_string_documents"], counted["pooled"]["non_string_documents"]) == (0, 3)
+    assert [counted["slices"][name]["non_string_documents"] for name in ("ptb", "c4_en")] == [2, 1]
+    for figures, before in [(counted["pooled"], plain["pooled"])] + [
+        (counted["slices"][name], plain["slices"][name]) for name in ("ptb", "c4_en")
+    ]:
+        assert figures == before | {"non_string_documents": figures["non_string_documents"]}
+    assert counted["intervals"] == plain["intervals"]  # no record, so no unit of the resamples
+    only_ptb = score(RECORDS, ["ptb", "c4_en"], non_string_documents={"ptb": 1})
+    assert only_ptb["slices"]["c4_en"]["non_string_documents"] == 0
+    with pytest.raises(ValueError, match="wikitext_103"):
+        score(RECORDS, ["ptb", "c4_en"], non_string_documents={"wikitext_103": 1})
 
 
 def test_the_job_samples_nothing_and_checks_its_windows(tmp_path):
@@ -354,6 +430,8 @@ def test_the_job_passes_the_empty_documents_switch(workdir, briefly_trained_mode
     assert (counted["pooled"]["documents"], counted["pooled"]["skipped_documents"]) == (7, 0)
     assert (skipped["pooled"]["documents"], skipped["pooled"]["skipped_documents"]) == (5, 2)
     assert counted["pooled"]["bytes"] == skipped["pooled"]["bytes"]  # "" has no bytes
+    # ptb's rows without a string text are no documents under either value
+    assert counted["pooled"]["non_string_documents"] == skipped["pooled"]["non_string_documents"] == 3
 
 
 # the `numerics` switch
