@@ -7,6 +7,7 @@ import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -163,7 +164,13 @@ def test_jsonl_prompts_check(tmp_path):
         jsonl_prompts(1)(path)
 
 
-def test_noveltybench_prompts_are_pinned_to_the_authors_commit(tmp_path):
+NOVELTYBENCH_BLOBS = {  # the copies the authors' release vendors (benchmarks/noveltybench/ at a09d46dc5f6a)
+    "curated": "a83cbd794a1b11794464dcd9604357ea3d06cb30",
+    "wildchat": "c70993718a33628ec860b4c273a5a7b5dab09072",
+}
+
+
+def test_noveltybench_prompts_are_pinned_to_the_authors_commit_and_content(tmp_path):
     with pytest.raises(ValueError, match="content check"):
         Asset("x", "http://example.invalid/x", None, "x.jsonl")
     assert NOVELTYBENCH_COMMIT == "984876e92a5eefe6945f273b8c8543a4e6cff070"
@@ -171,8 +178,56 @@ def test_noveltybench_prompts_are_pinned_to_the_authors_commit(tmp_path):
     for split, count in [("curated", 100), ("wildchat", 1000)]:
         asset = NOVELTYBENCH_PROMPTS[split]
         assert f"/novelty-bench/novelty-bench/{NOVELTYBENCH_COMMIT}/data/" in asset.url
+        assert asset.git_blob == NOVELTYBENCH_BLOBS[split] and asset.sha256 is None
         with pytest.raises(ValueError, match=f"2 prompts, expected {count}"):
             asset.check(tmp_path / "two.jsonl")
+        expected = f"expected git blob id {asset.git_blob}, got {git_blob_id(tmp_path / 'two.jsonl')}"
+        assert identity_mismatch(asset, tmp_path / "two.jsonl") == expected
+
+
+def _hundred_prompts() -> bytes:
+    """A file that passes the curated split's row count but is not the benchmark's."""
+    return b"".join(json.dumps({"id": f"curated-{i}", "prompt": f"Prompt {i}?"}).encode() + b"\n" for i in range(100))
+
+
+def test_a_noveltybench_file_of_other_content_is_refused_with_both_hashes(server, tmp_path):
+    """The row count alone would take any 100 prompts; the git blob id refuses them, cached or downloaded."""
+    base, stop = server
+    (tmp_path / "served" / "curated.jsonl").write_bytes(_hundred_prompts())
+    asset = dataclasses.replace(NOVELTYBENCH_PROMPTS["curated"], url=f"{base}/curated.jsonl")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    placed = cache_path(asset, cache)
+    placed.write_bytes(_hundred_prompts())  # placed by hand: passes the content check, not the pin
+    asset.check(placed)
+    wrong = git_blob_id(placed)
+    with pytest.raises(AssetError) as err:  # not taken from the cache, and its download refused
+        fetch(asset, cache)
+    message = str(err.value)
+    assert f"expected git blob id {NOVELTYBENCH_BLOBS['curated']}, got {wrong}" in message
+    assert "deleted unread" in message and asset.url in message
+    stop()  # offline, the message asks for the file by its git blob id
+    with pytest.raises(AssetError, match="cannot download") as err:
+        fetch(asset, cache, timeout=2)
+    assert f"git blob id {NOVELTYBENCH_BLOBS['curated']}" in str(err.value) and str(placed.resolve()) in str(err.value)
+
+
+def test_the_demo_reads_its_configured_noveltybench_prompts_without_the_pin():
+    """Configured prompt files (the demo's few fixtures) go to the jobs as they are: no rule fetches them, so the
+    pinned identity, which they do not have, never applies to them."""
+    from snakemake.utils import validate
+
+    from calibft.pipeline.config import read_config
+    from calibft.pipeline.layout import Layout
+
+    repo = Path(__file__).resolve().parents[1]
+    config = read_config(repo / "profiles" / "demo" / "demo.yaml")
+    validate(config, str(repo / "schemas" / "config.schema.yaml"))
+    demo = Layout(config, str(repo))
+    for split, fixture in config["evaluation"]["noveltybench"]["prompts_files"].items():
+        path = demo.noveltybench_prompts(split)
+        assert path == str(repo / fixture) and path != str(cache_path(NOVELTYBENCH_PROMPTS[split], "resources"))
+        assert identity_mismatch(NOVELTYBENCH_PROMPTS[split], path) is not None
 
 
 class _Info:
@@ -180,10 +235,13 @@ class _Info:
 
 
 class _Builder:
-    """What `export_dataset` uses of a `datasets` builder: the commit it resolved (`hash`) and the rows."""
+    """What `export_dataset` uses of a `datasets` builder: the commit it resolved (`hash`), its configuration's data
+    files per split (none listed: the builder is used as it is), its features, and the rows."""
 
-    def __init__(self, commit, rows):
+    def __init__(self, commit, rows, data_files=None):
         self.hash, self._rows, self.prepared = commit, rows, False
+        self.config = SimpleNamespace(data_files=data_files)
+        self.info = SimpleNamespace(features=None)
 
     def download_and_prepare(self):
         self.prepared = True
@@ -199,9 +257,9 @@ def _fake_builder(calls, rows=({"question": "1 + 1?", "answer": "2"},), resolved
     """A stand-in for `datasets.load_dataset_builder` that records its calls; its builder reads commit `resolved`
     (default: the revision asked for)."""
 
-    def fake(path, name, revision, token):
+    def fake(path, name, revision, token, data_files=None, features=None):
         calls.append((path, name, revision))
-        return _Builder(resolved or revision, list(rows))
+        return _Builder(resolved or revision, list(rows), data_files)
 
     return fake
 
@@ -221,6 +279,70 @@ def test_export_dataset_writes_rows_in_order_at_the_resolved_commit(tmp_path, mo
     assert calls == [("tinyBenchmarks/tinyGSM8k", "main", _Info.sha)]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows == [{"question": "1 + 1?", "answer": "2"}, {"question": "Été?", "answer": "3"}]
+
+
+def _two_split_dataset(folder: Path) -> Path:
+    """A dataset folder with a `test` split of two rows and a `train` split whose file is not JSON: preparing the
+    train split fails, so an export that reads it cannot pass."""
+    (folder / "data").mkdir(parents=True)
+    rows = [{"question": "1 + 1?", "answer": "2"}, {"question": "Été?", "answer": "3"}]
+    (folder / "data" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "data" / "train.jsonl").write_text("{not json: the train split must not be read\n")
+    return folder
+
+
+def test_export_dataset_prepares_only_the_split_it_exports(tmp_path, monkeypatch):
+    """`datasets` itself, on a local folder in place of the Hub's repository: the builder `export_dataset` prepares
+    lists the test split's file alone, and the other split's unreadable file is never read."""
+    import datasets
+    from huggingface_hub import HfApi
+
+    from calibft.pipeline.assets import HubDataset, export_dataset
+
+    real, local, calls = datasets.load_dataset_builder, _two_split_dataset(tmp_path / "repo"), []
+
+    def from_the_folder(path, name, revision, token, data_files=None, features=None):
+        calls.append(data_files)
+        builder = real(str(local), name, data_files=data_files, features=features, cache_dir=str(tmp_path / "c"))
+        builder.hash = revision  # a local folder has no commit: the one asked for
+        return builder
+
+    whole = real(str(local), cache_dir=str(tmp_path / "whole"))
+    assert set(whole.config.data_files) == {"train", "test"}
+    with pytest.raises(datasets.exceptions.DatasetGenerationError):  # the trap: preparing every split fails
+        whole.download_and_prepare()
+    monkeypatch.setattr(datasets, "load_dataset_builder", from_the_folder)
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, path, revision, token: _Info())
+    out = tmp_path / "items.jsonl"
+    assert export_dataset(HubDataset("org/two-splits", "test", "main"), out) == _Info.sha
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows == [{"question": "1 + 1?", "answer": "2"}, {"question": "Été?", "answer": "3"}]
+    assert calls[0] is None and list(calls[1]) == ["test"]
+    assert [Path(f).name for f in calls[1]["test"]] == ["test.jsonl"]
+
+
+def test_export_dataset_asks_for_the_split_files_at_the_same_commit(tmp_path, monkeypatch):
+    import datasets
+    from huggingface_hub import HfApi
+
+    from calibft.pipeline.assets import HubDataset, export_dataset
+
+    calls, asked = [], []
+    files = {"train": ["hf://datasets/org/d@c/train.parquet"], "test": ["hf://datasets/org/d@c/test.parquet"]}
+
+    def fake(path, name, revision, token, data_files=None, features=None):
+        calls.append((path, name, revision))
+        asked.append(data_files)
+        listed = files if data_files is None else data_files  # the second builder lists what it was given
+        return _Builder(revision if data_files is None else "f" * 40, [{"q": "?"}], listed)
+
+    monkeypatch.setattr(datasets, "load_dataset_builder", fake)
+    monkeypatch.setattr(HfApi, "dataset_info", lambda self, path, revision, token: _Info())
+    with pytest.raises(AssetError) as err:  # the split's builder is held to the commit as the first one is
+        export_dataset(HubDataset("org/d", "test", "main", name="x"), tmp_path / "o.jsonl")
+    assert f"expected commit {_Info.sha}, got {'f' * 40}" in str(err.value) and not (tmp_path / "o.jsonl").exists()
+    assert calls == [("org/d", "x", _Info.sha)] * 2
+    assert asked[0] is None and dict(asked[1]) == {"test": files["test"]}
 
 
 def test_a_gated_dataset_without_a_token_names_the_terms_to_accept(tmp_path, monkeypatch):
@@ -252,7 +374,7 @@ def test_a_token_without_access_to_a_gated_dataset_names_the_terms_to_accept(tmp
 
     from calibft.pipeline.assets import HubDataset, export_dataset
 
-    def refused(path, name, revision, token):
+    def refused(path, name, revision, token, **kwargs):
         try:
             raise GatedRepoError("403 Client Error: access to this dataset is restricted", response=_Refusal())
         except GatedRepoError as err:
@@ -343,32 +465,282 @@ def test_a_corrupt_lock_stops_the_export_and_names_the_file(tmp_path, monkeypatc
     assert str(lock) in str(err.value) and downloads == [] and not (tmp_path / "p.jsonl").exists()
 
 
-def test_snapshot_downloads_the_locked_commit(tmp_path, monkeypatch):
+SNAPSHOT_FILES = {"config.json": b"{}\n", "model.safetensors": b"weights" * 100, "README.md": b"# card\n"}
+
+
+def _fake_hub(monkeypatch, upstream: dict, files: dict[str, bytes], served_commit: str | None = None) -> list:
+    """The Hub for `snapshot`: `model_info` resolves a branch to `upstream["sha"]` (a commit to itself) and lists
+    `files` with their sizes; `snapshot_download` writes the files its allow_patterns match, with download
+    records of `served_commit` (default: the commit asked for). Returns the recorded downloads (commit,
+    allow_patterns)."""
+    import fnmatch
+
     import huggingface_hub
     from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoSibling
 
+    from calibft.pipeline.locks import is_commit
+
+    downloads = []
+
+    def model_info(self, repo_id, revision, files_metadata=False, token=None):
+        siblings = [RepoSibling(rfilename=n, size=len(c)) for n, c in files.items()] if files_metadata else None
+        return SimpleNamespace(sha=revision if is_commit(revision) else upstream["sha"], siblings=siblings)
+
+    def snapshot_download(repo_id, revision, local_dir, allow_patterns):
+        downloads.append((revision, allow_patterns))
+        taken = {n: c for n, c in files.items() if any(fnmatch.fnmatchcase(n, p) for p in allow_patterns)}
+        _write_snapshot(local_dir, served_commit or revision, taken)
+
+    monkeypatch.setattr(HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return downloads
+
+
+def test_snapshot_downloads_the_locked_commit(tmp_path, monkeypatch):
     from calibft.pipeline.assets import snapshot
 
-    upstream, downloads = {"sha": "c" * 40}, []
-
-    class Info:
-        def __init__(self):
-            self.sha = upstream["sha"]
-
-    def fake_download(repo, revision, local_dir):
-        downloads.append(revision)
-        _write_snapshot(local_dir, revision)
-
-    monkeypatch.setattr(HfApi, "model_info", lambda self, repo_id, revision: Info())
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    upstream = {"sha": "c" * 40}
+    downloads = _fake_hub(monkeypatch, upstream, SNAPSHOT_FILES)
     locks = tmp_path / "locks"
     assert snapshot("org/evaluator", "main", tmp_path / "m", lock_dir=locks) == "c" * 40
     upstream["sha"] = "d" * 40
     assert snapshot("org/evaluator", "main", tmp_path / "m", lock_dir=locks) == "c" * 40
     assert snapshot("org/evaluator", "e" * 40, tmp_path / "m", lock_dir=locks) == "e" * 40  # a commit: as given
     assert snapshot("org/evaluator", "main", tmp_path / "m") == "d" * 40  # no lock_dir: the branch, as before
-    assert downloads == ["c" * 40, "c" * 40, "e" * 40, "d" * 40]
+    assert [commit for commit, _ in downloads] == ["c" * 40, "c" * 40, "e" * 40, "d" * 40]
     assert json.loads((locks / "models" / "org__evaluator.json").read_text())["commit"] == "c" * 40
+
+
+# Listings shaped like the Hub's for the repositories the workflow downloads (sizes made up): what a
+# `from_pretrained` load reads is taken, other formats' copies and the repository's documents are not.
+GPT_OSS_LIKE = {
+    ".gitattributes": 1_000,
+    "LICENSE": 11_000,
+    "README.md": 7_000,
+    "USAGE_POLICY": 200,
+    "chat_template.jinja": 16_000,
+    "config.json": 1_800,
+    "generation_config.json": 170,
+    "metal/model.bin": 13_000_000_000,
+    "model-00000-of-00002.safetensors": 4_000_000_000,
+    "model-00001-of-00002.safetensors": 4_500_000_000,
+    "model-00002-of-00002.safetensors": 4_300_000_000,
+    "model.safetensors.index.json": 36_000,
+    "original/config.json": 370,
+    "original/model--00001-of-00002.safetensors": 7_000_000_000,
+    "special_tokens_map.json": 98,
+    "tokenizer.json": 27_000_000,
+    "tokenizer_config.json": 4_200,
+}
+LLAMA_LIKE = {
+    ".gitattributes": 1_500,
+    "LICENSE.txt": 7_700,
+    "README.md": 41_000,
+    "USE_POLICY.md": 6_000,
+    "config.json": 877,
+    "generation_config.json": 189,
+    "model.safetensors": 2_400_000_000,
+    "original/consolidated.00.pth": 2_400_000_000,
+    "original/params.json": 220,
+    "original/tokenizer.model": 2_100_000,
+    "special_tokens_map.json": 296,
+    "tokenizer.json": 9_000_000,
+    "tokenizer_config.json": 54_000,
+}
+BIN_ONLY = {  # a DeBERTa classifier without safetensors, its sentencepiece vocabulary, and others' weights
+    "README.md": 1_000,
+    "added_tokens.json": 23,
+    "config.json": 900,
+    "flax_model.msgpack": 1_700_000_000,
+    "model.onnx": 1_700_000_000,
+    "pytorch_model.bin": 1_700_000_000,
+    "special_tokens_map.json": 170,
+    "spm.model": 2_400_000,
+    "tf_model.h5": 1_700_000_000,
+    "tokenizer_config.json": 400,
+    "training_args.bin": 4_000,
+}
+SHARDED_BIN_AND_GGUF = {
+    "config.json": 700,
+    "merges.txt": 450_000,
+    "model-q4.gguf": 900_000_000,
+    "pytorch_model-00001-of-00002.bin": 9_000_000_000,
+    "pytorch_model-00002-of-00002.bin": 4_000_000_000,
+    "pytorch_model.bin.index.json": 24_000,
+    "vocab.json": 800_000,
+}
+BOTH_FORMATS = {  # safetensors are preferred: the PyTorch weights and their index are left
+    "config.json": 700,
+    "model.safetensors": 500_000_000,
+    "pytorch_model.bin": 500_000_000,
+    "pytorch_model.bin.index.json": 1_000,
+    "rng_state.pth": 14_000,
+}
+
+
+@pytest.mark.parametrize(
+    ("listing", "expected"),
+    [
+        (
+            GPT_OSS_LIKE,
+            [
+                "chat_template.jinja",
+                "config.json",
+                "generation_config.json",
+                "model-00000-of-00002.safetensors",
+                "model-00001-of-00002.safetensors",
+                "model-00002-of-00002.safetensors",
+                "model.safetensors.index.json",
+                "special_tokens_map.json",
+                "tokenizer.json",
+                "tokenizer_config.json",
+            ],
+        ),
+        (
+            LLAMA_LIKE,
+            [
+                "config.json",
+                "generation_config.json",
+                "model.safetensors",
+                "special_tokens_map.json",
+                "tokenizer.json",
+                "tokenizer_config.json",
+            ],
+        ),
+        (
+            BIN_ONLY,
+            [
+                "added_tokens.json",
+                "config.json",
+                "pytorch_model.bin",
+                "special_tokens_map.json",
+                "spm.model",
+                "tokenizer_config.json",
+            ],
+        ),
+        (
+            SHARDED_BIN_AND_GGUF,
+            [
+                "config.json",
+                "merges.txt",
+                "pytorch_model-00001-of-00002.bin",
+                "pytorch_model-00002-of-00002.bin",
+                "pytorch_model.bin.index.json",
+                "vocab.json",
+            ],
+        ),
+        (BOTH_FORMATS, ["config.json", "model.safetensors"]),
+    ],
+    ids=["gpt-oss", "llama", "bin-only", "sharded-bin", "both-formats"],
+)
+def test_a_download_takes_the_files_a_load_reads(listing, expected):
+    from calibft.pipeline.assets import HubFile, bytes_to_download, files_to_download
+
+    files = [HubFile(name, size) for name, size in listing.items()]
+    assert files_to_download(files) == expected
+    assert bytes_to_download(files) == sum(listing[name] for name in expected)
+
+
+def test_the_selected_bytes_of_the_gpt_oss_and_llama_listings():
+    from calibft.pipeline.assets import HubFile, bytes_to_download
+
+    gpt_oss = [HubFile(name, size) for name, size in GPT_OSS_LIKE.items()]
+    assert bytes_to_download(gpt_oss) == 12_800_000_000 + 1_800 + 170 + 16_000 + 36_000 + 98 + 27_000_000 + 4_200
+    llama = [HubFile(name, size) for name, size in LLAMA_LIKE.items()]
+    assert bytes_to_download(llama) == 2_400_000_000 + 877 + 189 + 296 + 9_000_000 + 54_000
+
+
+def test_download_plan_reads_the_listing_once_at_the_commit(monkeypatch):
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoSibling
+
+    from calibft.pipeline.assets import DownloadPlan, download_plan
+
+    calls = []
+
+    def model_info(self, repo_id, revision, files_metadata=False, token=None):
+        calls.append((repo_id, revision, files_metadata, token))
+        siblings = [RepoSibling(rfilename=n, size=size) for n, size in LLAMA_LIKE.items()]
+        return SimpleNamespace(sha="c" * 40, siblings=siblings)
+
+    monkeypatch.setattr(HfApi, "model_info", model_info)
+    plan = download_plan("meta-llama/Llama-3.2-1B-Instruct", "main", token="hf_x")
+    expected = ("config.json", "generation_config.json", "model.safetensors", "special_tokens_map.json",
+                "tokenizer.json", "tokenizer_config.json")  # fmt: skip
+    total = 2_400_000_000 + 877 + 189 + 296 + 9_000_000 + 54_000
+    assert plan == DownloadPlan("meta-llama/Llama-3.2-1B-Instruct", "c" * 40, expected, total)
+    assert calls == [("meta-llama/Llama-3.2-1B-Instruct", "main", True, "hf_x")]
+
+
+def test_download_plan_without_sizes_or_loadable_files(monkeypatch):
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoSibling
+
+    from calibft.pipeline.assets import download_plan
+
+    listing = {}
+    monkeypatch.setattr(
+        HfApi,
+        "model_info",
+        lambda self, repo_id, revision, files_metadata, token: SimpleNamespace(
+            sha="c" * 40, siblings=[RepoSibling(rfilename=n, size=size) for n, size in listing.items()]
+        ),
+    )
+    listing.update({"config.json": None, "model.safetensors": 10, "README.md": 5})
+    plan = download_plan("org/m", "c" * 40)  # the files still, their bytes unknown
+    assert plan.files == ("config.json", "model.safetensors") and plan.total_bytes is None
+    listing["config.json"] = 3
+    assert download_plan("org/m", "c" * 40).total_bytes == 13
+    listing.clear()
+    listing.update({"README.md": 10, "original/consolidated.00.pth": 10})
+    with pytest.raises(AssetError, match="holds no file that a from_pretrained load reads") as err:
+        download_plan("org/m", "c" * 40)
+    assert "original/consolidated.00.pth" in str(err.value)
+
+
+def test_snapshot_downloads_and_verifies_only_the_planned_files(tmp_path, monkeypatch):
+    from calibft.pipeline.assets import snapshot
+
+    files = {
+        "config.json": b"{}\n",
+        "generation_config.json": b"{}\n",
+        "model-00001-of-00002.safetensors": b"a" * 50,
+        "model-00002-of-00002.safetensors": b"b" * 50,
+        "model.safetensors.index.json": b"{}\n",
+        "tokenizer.json": b"[]",
+        "chat_template.jinja": b"{{ messages }}",
+        "original/config.json": b"{}\n",
+        "original/model--00001-of-00002.safetensors": b"c" * 70,
+        "metal/model.bin": b"d" * 90,
+        "README.md": b"# card\n",
+    }
+    downloads = _fake_hub(monkeypatch, {"sha": "c" * 40}, files)
+    folder = tmp_path / "gpt-oss"
+    assert snapshot("openai/gpt-oss-20b", "c" * 40, folder) == "c" * 40
+    planned = ["chat_template.jinja", "config.json", "generation_config.json", "model-00001-of-00002.safetensors",
+               "model-00002-of-00002.safetensors", "model.safetensors.index.json", "tokenizer.json"]  # fmt: skip
+    assert downloads == [("c" * 40, planned)]
+    on_disk = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert [name for name in on_disk if not name.startswith(".cache/")] == planned
+
+
+def test_a_snapshot_missing_a_planned_file_stops_the_rule(tmp_path, monkeypatch):
+    import huggingface_hub
+
+    from calibft.pipeline.assets import snapshot
+
+    _fake_hub(monkeypatch, {"sha": "c" * 40}, SNAPSHOT_FILES)
+    monkeypatch.setattr(  # a download that stopped short of the weights
+        huggingface_hub,
+        "snapshot_download",
+        lambda repo_id, revision, local_dir, allow_patterns: _write_snapshot(
+            local_dir, revision, {"config.json": b"{}\n"}
+        ),
+    )
+    with pytest.raises(AssetError, match=r"lacks model\.safetensors") as err:
+        snapshot("org/evaluator", "c" * 40, tmp_path / "m")
+    assert "https://huggingface.co/org/evaluator" in str(err.value)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -449,7 +821,7 @@ def _write_snapshot(folder, commit: str, files: dict[str, bytes] | None = None) 
     """A folder as `snapshot_download(local_dir=folder)` leaves it: each file and its download record (commit,
     ETag: the SHA-256 of an LFS file, the git blob id of a plain one, then the time)."""
     folder = Path(folder)
-    files = files or {"config.json": b"{}\n", "model.safetensors": b"weights" * 100}
+    files = SNAPSHOT_FILES if files is None else files
     for name, content in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(content)
@@ -462,37 +834,39 @@ def _write_snapshot(folder, commit: str, files: dict[str, bytes] | None = None) 
 
 def test_a_snapshot_is_verified_file_by_file(tmp_path):
     files = {"config.json": b"{}\n", "model.safetensors": b"w" * 10, "sub/tokenizer.json": b"[]"}
-    folder = _write_snapshot(tmp_path / "m", "c" * 40, files)
-    assert verify_snapshot(folder, "https://huggingface.co/org/m", "c" * 40) == 3
+    folder, source = _write_snapshot(tmp_path / "m", "c" * 40, files), "https://huggingface.co/org/m"
+    assert verify_snapshot(folder, source, "c" * 40, files) == 3
+    assert verify_snapshot(folder, source, "c" * 40, ["config.json"]) == 1  # only the files asked for
     with pytest.raises(AssetError) as err:  # a record of another commit
-        verify_snapshot(folder, "https://huggingface.co/org/m", "d" * 40)
+        verify_snapshot(folder, source, "d" * 40, files)
     assert f"expected commit {'d' * 40}, got {'c' * 40}" in str(err.value) and "org/m" in str(err.value)
     for name, kind, digest in [("model.safetensors", "sha256", sha256_of), ("config.json", "git blob id", git_blob_id)]:
         good = tmp_path / "good"
         (folder / name).rename(good)
         (folder / name).write_bytes(b"tampered")  # damaged content: both hashes, of the record's kind
         with pytest.raises(AssetError) as err:
-            verify_snapshot(folder, "https://huggingface.co/org/m", "c" * 40)
+            verify_snapshot(folder, source, "c" * 40, files)
         assert f"expected {kind} {digest(good)}, got {digest(folder / name)}" in str(err.value)
         good.replace(folder / name)
-    (folder / "extra.bin").write_bytes(b"not downloaded")  # a file without a record cannot be verified
-    with pytest.raises(AssetError, match="no readable download record"):
-        verify_snapshot(folder, "https://huggingface.co/org/m", "c" * 40)
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(AssetError, match="holds no files"):
-        verify_snapshot(tmp_path / "empty", "https://huggingface.co/org/m", "c" * 40)
+    (folder / "extra.bin").write_bytes(b"not downloaded")  # a stray file, not asked for: not looked at
+    (folder / "original").mkdir()
+    (folder / "original" / "consolidated.00.pth").write_bytes(b"another format")
+    assert verify_snapshot(folder, source, "c" * 40, files) == 3
+    with pytest.raises(AssetError, match="no readable download record"):  # asked for, without a record
+        verify_snapshot(folder, source, "c" * 40, [*files, "extra.bin"])
+    (folder / "model.safetensors").unlink()  # a selected file missing
+    with pytest.raises(AssetError, match=r"lacks model\.safetensors") as err:
+        verify_snapshot(folder, source, "c" * 40, files)
+    assert str(folder / "model.safetensors") in str(err.value) and "delete" in str(err.value)
+    with pytest.raises(AssetError, match="no files to verify"):
+        verify_snapshot(folder, source, "c" * 40, [])
 
 
 def test_a_snapshot_download_of_another_commit_stops_the_rule(tmp_path, monkeypatch):
-    import huggingface_hub
-    from huggingface_hub import HfApi
-
     from calibft.pipeline.assets import snapshot
 
-    monkeypatch.setattr(HfApi, "model_info", lambda self, repo_id, revision: _Info())
-    monkeypatch.setattr(  # the hub serves files of another commit than the locked one
-        huggingface_hub, "snapshot_download", lambda repo, revision, local_dir: _write_snapshot(local_dir, "f" * 40)
-    )
+    # the hub serves files of another commit than the locked one
+    _fake_hub(monkeypatch, {"sha": _Info.sha}, SNAPSHOT_FILES, served_commit="f" * 40)
     with pytest.raises(AssetError) as err:
         snapshot("org/evaluator", "main", tmp_path / "m", lock_dir=tmp_path / "locks")
     assert f"expected commit {_Info.sha}, got {'f' * 40}" in str(err.value)

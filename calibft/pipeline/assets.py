@@ -10,15 +10,20 @@ before the file is read, so a content `check` (which parses it) sees only the pi
 is known, the URL pins the file by a commit and `check` verifies its content instead (the file's SHA-256 is
 logged for the record).
 
-Hugging Face repositories (checkpoints, the NoveltyBench evaluators) are fetched whole with `snapshot`, into a
-folder that the jobs load with `from_pretrained`, and datasets with `export_dataset`; both download a commit
-(a branch goes through a lock file, calibft.pipeline.locks) and stop when what they got is not that commit's content.
-Their errors say what to download and how, and how to get access to a gated repository.
+Hugging Face repositories (checkpoints, the NoveltyBench evaluators) are fetched with `snapshot` into a folder
+that the jobs load with `from_pretrained`: only the files such a load reads (`files_to_download`; `download_plan`
+lists them with their bytes from the Hub's file metadata), not the other formats' copies a repository may carry
+(gpt-oss's original/ and metal/, Llama's original/*.pth, GGUF, ONNX, TensorFlow and Flax weights). Datasets are
+exported one split at a time with `export_dataset`, which downloads and prepares that split's data files alone.
+Both download a commit (a branch goes through a lock file, calibft.pipeline.locks) and stop when what they got is
+not that commit's content. Their errors say what to download and how, and how to get access to a gated repository.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import glob
 import hashlib
 import json
 import os
@@ -26,7 +31,7 @@ import re
 import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +116,9 @@ def jsonl_prompts(count: int) -> Callable[[Path], None]:
 
 # NoveltyBench's prompts, from the benchmark's repository at the commit the authors took them from (their
 # benchmarks/noveltybench/SOURCE.md): the curated split (100) and WildChat (1,000), JSON lines {id, category?,
-# prompt}, as the `yimingzhang/novelty-bench` dataset's `curated` and `wildchat` splits.
+# prompt}, as the `yimingzhang/novelty-bench` dataset's `curated` and `wildchat` splits. Each is pinned by its git
+# blob id, that of the copy the authors' release vendors (benchmarks/noveltybench/ at commit a09d46dc5f6a), so a
+# file of other content is refused before it is read; the row count stays as the content check.
 NOVELTYBENCH_COMMIT = "984876e92a5eefe6945f273b8c8543a4e6cff070"
 NOVELTYBENCH_PROMPTS = {
     split: Asset(
@@ -120,8 +127,12 @@ NOVELTYBENCH_PROMPTS = {
         sha256=None,
         filename=f"noveltybench_{split}.jsonl",
         check=jsonl_prompts(count),
+        git_blob=blob,
     )
-    for split, source, count in [("curated", "curated.jsonl", 100), ("wildchat", "wildchat-1k.jsonl", 1000)]
+    for split, source, count, blob in [
+        ("curated", "curated.jsonl", 100, "a83cbd794a1b11794464dcd9604357ea3d06cb30"),
+        ("wildchat", "wildchat-1k.jsonl", 1000, "c70993718a33628ec860b4c273a5a7b5dab09072"),
+    ]
 }
 
 
@@ -261,6 +272,8 @@ def _hub_token() -> str | None:
 def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: str | os.PathLike | None = None) -> str:
     """Download one split at `revision` and write its rows to `out_file` (atomically); returns the commit.
 
+    Only that split's data files are downloaded and prepared (`_split_builder`), not the dataset's other splits.
+
     With a `lock_dir`, a `revision` that is not a commit goes through a lock file there (calibft.pipeline.locks): the
     first download locks the commit the branch resolved to, later ones take the locked commit and log a warning
     (logger `calibft.pipeline.assets`) when the branch has moved upstream since.
@@ -306,9 +319,10 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: s
         logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
     with _hub_errors(f"{what} at revision {dataset.revision} (commit {commit})", gated, by_hand(commit)):
         builder = load_dataset_builder(dataset.path, dataset.name, revision=commit, token=token)
-    # The builder's hash is the commit `datasets` resolved the revision to and reads the data files at.
-    _same_commit(builder.hash, commit, f"{what} from {page}")
-    with _hub_errors(f"{what} at revision {dataset.revision} (commit {commit})", gated, by_hand(commit)):
+        # The builder's hash is the commit `datasets` resolved the revision to and reads the data files at.
+        _same_commit(builder.hash, commit, f"{what} from {page}")
+        builder = _split_builder(builder, dataset, commit, token)
+        _same_commit(builder.hash, commit, f"{what} from {page}")
         builder.download_and_prepare()
         rows = builder.as_dataset(split=dataset.split)
     with atomic_path(out_file) as tmp:
@@ -316,12 +330,126 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: s
     return commit
 
 
+def _split_builder(builder, dataset: HubDataset, commit: str, token: str | None):
+    """A builder of the dataset's configuration restricted to the split's data files, so that preparing it
+    downloads and converts those files alone (`download_and_prepare` prepares every split its configuration
+    lists, and the others can be far larger: tinyHellaSwag's train split, PALOMA's validation split).
+
+    The configuration's `data_files` (split -> files at the commit, for the Hub's packaged parquet, JSON and CSV
+    datasets) give the split's files; its features are kept, so the rows are typed as in the whole dataset. The
+    builder is returned as it is when it lists no data files of that split or no other split's.
+    """
+    from datasets import load_dataset_builder
+    from datasets.data_files import DataFilesDict
+
+    files = builder.config.data_files
+    if not files or dataset.split not in files or len(files) == 1:
+        return builder
+    return load_dataset_builder(
+        dataset.path,
+        dataset.name,
+        revision=commit,
+        token=token,
+        data_files=DataFilesDict({dataset.split: files[dataset.split]}),
+        features=builder.info.features,
+    )
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """One file of a Hugging Face repository, as the Hub lists it with its metadata."""
+
+    name: str  # its path in the repository (the Hub's `rfilename`)
+    size: int | None  # bytes; None where the Hub listed no size
+
+
+# What a `from_pretrained` load of a checkpoint, its tokenizer or its processor reads: files at the top of the
+# repository (those in subfolders, such as gpt-oss's original/ and metal/ or Llama's original/, are copies in
+# other formats) whose names match these patterns (fnmatch, case-sensitive as the Hub's).
+LOADED_FILES = {
+    "configuration": ("*config.json",),  # config.json, generation_config.json, tokenizer_config.json, ...
+    "tokenizer": (
+        "tokenizer.json",
+        "tokenizer.model",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.*",
+        "merges.txt",
+        "spm.model",  # sentencepiece DeBERTa (microsoft/deberta-v3-large)
+    ),
+    "chat template": ("chat_template.jinja", "chat_template.json"),
+}
+# The weights, in order of preference: the first kind whose weight files the repository has is the one taken
+# (transformers loads safetensors where there are any), with its shard index.
+WEIGHT_FILES = (
+    ("*.safetensors", "model.safetensors.index.json"),
+    ("pytorch_model*.bin", "pytorch_model.bin.index.json"),  # repositories without safetensors (older evaluators)
+)
+# Other runtimes' and frameworks' weights: never taken, whatever pattern above their name would match.
+NEVER_LOADED = ("*.pth", "*.gguf", "*.onnx", "*.msgpack", "*.h5", "*.ot", "*.tflite")
+
+
+def files_to_download(listing: Iterable[HubFile]) -> list[str]:
+    """The files of a repository's listing that a `from_pretrained` load reads (`LOADED_FILES`, the preferred
+    kind of `WEIGHT_FILES`, none of `NEVER_LOADED`, nothing in a subfolder), sorted by name."""
+    top = [f.name for f in listing if "/" not in f.name and not _matches(f.name, NEVER_LOADED)]
+    loaded = [pattern for patterns in LOADED_FILES.values() for pattern in patterns]
+    for weights, index in WEIGHT_FILES:
+        if any(fnmatch.fnmatchcase(name, weights) for name in top):
+            loaded += [weights, index]
+            break
+    return sorted(name for name in top if _matches(name, loaded))
+
+
+def bytes_to_download(listing: Iterable[HubFile]) -> int | None:
+    """The bytes of the files `files_to_download` selects from the listing; None when one has no size."""
+    listing = list(listing)
+    selected = set(files_to_download(listing))
+    sizes = [f.size for f in listing if f.name in selected]
+    return None if None in sizes else sum(sizes)
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    """What `snapshot` downloads of a repository: the files a load reads at one commit, and their bytes."""
+
+    repo_id: str
+    commit: str
+    files: tuple[str, ...]
+    total_bytes: int | None  # None when the Hub listed a file without its size
+
+
+def download_plan(repo_id: str, revision: str, token: str | None = None) -> DownloadPlan:
+    """The files of `repo_id` at `revision` that `snapshot` downloads and their bytes, from the Hub's file
+    metadata (one `model_info` call); the plan's commit is the one the revision resolved to.
+
+    The Hub's errors propagate (`snapshot` turns them into `AssetError`s that say what to do). Raises
+    `AssetError` when the listing has no file a load reads.
+    """
+    from huggingface_hub import HfApi
+
+    info = HfApi().model_info(repo_id, revision=revision, files_metadata=True, token=token)
+    listing = [HubFile(s.rfilename, s.size) for s in info.siblings or []]
+    files = files_to_download(listing)
+    if not files:
+        raise AssetError(
+            f"{repo_id} at revision {revision} (commit {info.sha}) holds no file that a from_pretrained load reads "
+            f"(configuration, tokenizer or weights): its files are {', '.join(f.name for f in listing) or 'none'}"
+        )
+    return DownloadPlan(repo_id, info.sha, tuple(files), bytes_to_download(listing))
+
+
 def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: str | os.PathLike | None = None) -> str:
     """Download a Hugging Face model repository at `revision` into `folder`; returns the commit it resolved to.
 
     With a `lock_dir`, a `revision` that is not a commit goes through a lock file there, as in `export_dataset`.
 
-    Every file of the download is then verified (`verify_snapshot`): of that commit, with its content hash.
+    Only the files of the commit's `download_plan` are downloaded (those a `from_pretrained` load reads), and each
+    is then verified (`verify_snapshot`): there, of that commit, with its content hash.
 
     Raises `AssetError` saying how to get access (gated repository), how to download it by hand (offline), or
     which file is not the commit's content (both hashes), and `calibft.pipeline.locks.LockError` for a corrupt lock
@@ -353,8 +481,15 @@ def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: s
     if message is not None:
         logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
     with _hub_errors(f"{repo_id} (revision {revision}, commit {commit})", gated, by_hand(commit)):
-        snapshot_download(repo_id, revision=commit, local_dir=folder)
-    verify_snapshot(folder, f"https://huggingface.co/{repo_id}", commit)
+        plan = download_plan(repo_id, commit, _hub_token())
+        _same_commit(plan.commit, commit, f"the file listing of {repo_id}")
+        logging.getLogger(__name__).info(
+            "%s at commit %s: %d files, %s bytes (%s)", repo_id, commit, len(plan.files),
+            "unknown" if plan.total_bytes is None else plan.total_bytes, ", ".join(plan.files),
+        )  # fmt: skip
+        patterns = [glob.escape(name) for name in plan.files]  # each matches its own file's name alone
+        snapshot_download(repo_id, revision=commit, local_dir=folder, allow_patterns=patterns)
+    verify_snapshot(folder, f"https://huggingface.co/{repo_id}", commit, plan.files)
     return commit
 
 
@@ -367,20 +502,22 @@ def _same_commit(got: str | None, expected: str, source: str) -> None:
         )
 
 
-def verify_snapshot(folder: str | os.PathLike, source: str, commit: str) -> int:
-    """Check that every file of a `snapshot_download` folder is the content of `commit`; returns how many.
+def verify_snapshot(folder: str | os.PathLike, source: str, commit: str, files: Iterable[str]) -> int:
+    """Check that each of `files` (paths in the repository) is in a `snapshot_download` folder as the content of
+    `commit`; returns how many. Other files in the folder are not looked at.
 
-    Each file must have huggingface_hub's download record, of `commit`, and the hash in it must be the file's
-    own (SHA-256 or git blob id, as the record's hash is). Raises `AssetError` naming the file, both commits or
-    both hashes, and `source`, on the first that is not; and on a folder without files.
+    Each file must be there, with huggingface_hub's download record, of `commit`, and the hash in it must be the
+    file's own (SHA-256 or git blob id, as the record's hash is). Raises `AssetError` naming the file, both
+    commits or both hashes, and `source`, on the first that is not; and when `files` is empty.
     """
-    folder = Path(folder)
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.relative_to(folder).parts[0] != ".cache")
+    folder, files = Path(folder), sorted(files)
     redo = f"delete {folder} and run the rule again"
     if not files:
-        raise AssetError(f"the snapshot of {source} at commit {commit} in {folder} holds no files; {redo}")
-    for path in files:
-        name = path.relative_to(folder).as_posix()
+        raise AssetError(f"the snapshot of {source} at commit {commit} in {folder} has no files to verify; {redo}")
+    for name in files:
+        path = folder / name
+        if not path.is_file():
+            raise AssetError(f"{path} is missing: the snapshot of {source} at commit {commit} lacks {name}; {redo}")
         record = folder / DOWNLOAD_RECORDS / f"{name}.metadata"
         try:
             recorded_commit, etag = record.read_text(encoding="utf-8").splitlines()[:2]
@@ -408,6 +545,8 @@ def _hub_errors(what: str, gated: str, by_hand: str) -> Iterator[None]:
 
     try:
         yield
+    except AssetError:  # already says what went wrong
+        raise
     except Exception as err:  # the hub client's network errors differ between its HTTP backends
         if _caused_by(err, GatedRepoError):  # `datasets` re-raises a refusal as DatasetNotFoundError from it
             raise AssetError(gated) from err
