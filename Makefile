@@ -9,6 +9,8 @@
 #                   # inside pytest): what CI runs.
 #                   # As root with Debian's Slurm installed, the workflow tier runs on a Slurm cluster that it
 #                   # starts and stops (tests/workflow/slurm_cluster.py): the demo goes through profiles/slurm
+#   make preflight   # where Snakemake runs, before any job: what would fail on this cluster for the paper's plan
+#                    # (calibft preflight; PREFLIGHT="TARGET... --configfile FILE..." for another plan)
 #   make test-avx2   # both tiers as on a CPU without AVX-512 (calibft cpu --as-avx2)
 #   make gpu-check   # on one GPU, offline, at most 8 minutes: LoRA steps, sampling, the exact pass and CUDA
 #                    # against the CPU at the paper's model shapes, into results/gpu_check/ (docs/gpu.md);
@@ -20,7 +22,7 @@ PYTEST := $(BIN)/pytest -n 2 --dist loadfile --durations=30
 STAMP := $(VENV)/.installed
 TEST_CLUSTER ?= /tmp/calibft-test-cluster
 
-.PHONY: setup demo demo-gpu smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark gpu-check
+.PHONY: setup demo demo-gpu smoke mini mini-gpu test test-workflow test-all test-avx2 lint benchmark gpu-check preflight
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +68,10 @@ test-workflow: $(STAMP)
 # while the demo's jobs wait on Slurm.
 test-all: $(STAMP)
 	$(BIN)/python -m tests.workflow.slurm_cluster $(TEST_CLUSTER) -- $(PYTEST)
+
+PREFLIGHT ?= all
+preflight: $(STAMP)
+	$(BIN)/calibft preflight --profile profiles/slurm $(PREFLIGHT)
 
 test-avx2: $(STAMP)
 	$(BIN)/calibft cpu --as-avx2 $(PYTEST)

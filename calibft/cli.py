@@ -96,6 +96,16 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write the measurements to reference/memory.json (the paper's table in docs/cluster.md)",
     )
+    cmd = commands.add_parser(
+        "preflight",
+        help="on the login node, before any job: what would fail on this cluster (configuration, plan, Hugging Face "
+        "access and downloads, disk, Slurm partitions and accounts, GPU memory); exit status 1 when anything will fail",
+    )
+    cmd.add_argument("targets", nargs="*", metavar="TARGET", help="the workflow's targets (default: its default)")
+    cmd.add_argument("--profile", help="the Snakemake profile the run uses, e.g. profiles/slurm")
+    cmd.add_argument(
+        "--configfile", nargs="+", default=[], metavar="FILE", help="the run's --configfile arguments, in order"
+    )
     return parser
 
 
@@ -210,8 +220,23 @@ def _memory(args: argparse.Namespace) -> None:
         print(f"calibft: {key} not estimated: {why}", file=sys.stderr)
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    from calibft.pipeline.preflight import preflight
+    from calibft.pipeline.preflight_checks import WARNING, WILL_FAIL, exit_status
+
+    checks = preflight(args.profile, args.configfile, args.targets)
+    for check in checks:
+        print(check.line(), flush=True)
+    failing = sum(check.status == WILL_FAIL for check in checks)
+    warnings = sum(check.status == WARNING for check in checks)
+    print(f"{len(checks)} checks: {failing} will fail, {warnings} with a warning")
+    return exit_status(checks)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "preflight":  # its own exit status: 1 when a check will fail
+        return _preflight(args)
     try:
         commands = {
             "prompts": _prompts,

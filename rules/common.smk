@@ -266,8 +266,10 @@ def model_resource(name, section="resources"):
 def attempt_logged(command):
     """The shell command of a GPU job, its output in the rule's log through `python -m calibft.runlog`, so that the
     log keeps every attempt of the job (Snakemake's retries, Slurm's requeues), which Snakemake would otherwise
-    empty before each. The rule's resources come from `job_resources`."""
-    return f"python -m calibft.runlog {{log}} {{resources.attempt}} {command}"
+    empty before each, and so that a copy of the job that a restarted Snakemake submits while the first still
+    runs waits for it and adopts its outputs instead of writing beside it. The rule's resources come from
+    `job_resources`."""
+    return f"python -m calibft.runlog {{log}} {{resources.attempt}} --outputs {{output:q}} -- {command}"
 
 
 def scoring_resource(name):
@@ -341,13 +343,7 @@ def tinybench_inputs(wildcards):
 
 def tinybench_dataset(wildcards):
     """The task's dataset split (calibft.pipeline.assets.HubDataset fields), at the configured revision."""
-    task = TINYBENCH_TASKS[wildcards.tb_task]
-    return {
-        "path": task.dataset,
-        "name": task.config,
-        "split": task.split,
-        "revision": TINYBENCH["revision"],
-    }
+    return LAYOUT.tinybench_dataset(wildcards.tb_task)
 
 
 def synthetic_irt_settings(wildcards):

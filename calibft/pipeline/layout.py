@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 from calibft.core.protocol import protocol_name, protocol_root, resolve
+from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
 from calibft.pipeline.assets import (
     NOVELTYBENCH_PROMPTS,
     OPEN_ENDED_PROMPTS,
@@ -238,6 +239,13 @@ class Layout:
             task: self.configured_or_download(files and files[task], f"resources/tinybenchmarks/{task}.jsonl")
             for task in self.config["evaluation"]["tinybenchmarks"]["tasks"]
         }
+
+    def tinybench_dataset(self, task: str) -> dict[str, Any]:
+        """A task's dataset split that rule tinybenchmarks_items downloads (`calibft.pipeline.assets.HubDataset`
+        fields), at the configured revision."""
+        spec = TINYBENCH_TASKS[task]
+        revision = self.config["evaluation"]["tinybenchmarks"]["revision"]
+        return {"path": spec.dataset, "name": spec.config, "split": spec.split, "revision": revision}
 
     def irt_params(self) -> str:
         """The tinyBenchmarks parameters: the pinned download, a configured pickle, or the synthetic one."""

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calibft.core.repository import REPOSITORY
 
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
-_RESOURCES = re.compile(r"^\s+resources: (.*)$")
+_FIELD = re.compile(r"^\s+(resources|wildcards): (.*)$")
 
 
 @dataclass(frozen=True)
 class PlannedJob:
     rule: str
     resources: dict[str, str]  # as Snakemake prints them, e.g. {"gpu": "4", "runtime": "360"}
+    wildcards: dict[str, str] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -37,15 +41,16 @@ class PlannedJob:
 
 
 def planned_jobs(dry_run: Iterable[str]) -> list[PlannedJob]:
-    """The jobs of a dry run's output (its lines), each with its resources."""
+    """The jobs of a dry run's output (its lines), each with its resources and wildcards."""
     jobs: list[PlannedJob] = []
     for line in dry_run:
         line = line.rstrip("\n")
         if match := _JOB.match(line):
             jobs.append(PlannedJob(match.group(1), {}))
-        elif jobs and (match := _RESOURCES.match(line)):
-            pairs = (item.split("=", 1) for item in match.group(1).split(", ") if "=" in item)
-            jobs[-1].resources.update({key: value for key, value in pairs})
+        elif jobs and (match := _FIELD.match(line)):
+            name, value = match.groups()
+            pairs = (item.split("=", 1) for item in value.split(", ") if "=" in item)
+            getattr(jobs[-1], name).update({key: value for key, value in pairs})
     if not jobs:
         raise ValueError("no job in the input: pipe the output of `snakemake --dry-run` (nothing to do?)")
     return jobs
@@ -61,3 +66,13 @@ def gpu_hours_by_rule(jobs: Sequence[PlannedJob]) -> list[dict]:
             row["gpus"] += job.gpus
             row["gpu_hours"] += job.gpu_hours
     return list(rows.values())
+
+
+def local_rules(workflow_dir: str | Path = REPOSITORY) -> set[str]:
+    """The workflow's rules (and checkpoints) declared `localrule: True`: those that run in Snakemake's own process
+    on a cluster, never through the scheduler."""
+    sources = [Path(workflow_dir) / "Snakefile", *sorted((Path(workflow_dir) / "rules").glob("*.smk"))]
+    text = "\n".join(path.read_text() for path in sources)
+    blocks = re.split(r"^(?=(?:rule|checkpoint) \w+:)", text, flags=re.MULTILINE)
+    rules = (block for block in blocks if block.startswith(("rule ", "checkpoint ")))
+    return {re.match(r"\w+ (\w+):", block)[1] for block in rules if "localrule: True" in block}

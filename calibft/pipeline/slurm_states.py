@@ -15,14 +15,9 @@ that message, and a resubmitted training job resumes from its last checkpoint.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import AsyncGenerator, Iterable
 
-# squeue's states of a job that is queued or running, requeued jobs included
-ALIVE = {
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
-    "SIGNALING", "STAGE_OUT", "SUSPENDED", "STOPPED",
-}  # fmt: skip
+from calibft.core.slurm_queue import ALIVE, accounting_states, queue_states
 
 
 def ended_jobs(sacct_states: dict[str, str], queue_states: dict[str, str]) -> dict[str, str]:
@@ -38,30 +33,14 @@ def ended_jobs(sacct_states: dict[str, str], queue_states: dict[str, str]) -> di
     return ended
 
 
-def _states(command: list[str]) -> dict[str, str]:
-    """{job id: state} from a `sacct --parsable2` or `squeue` listing of `id|state` lines; empty if it fails."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if done.returncode != 0:
-        return {}
-    rows = (line.split("|", 1) for line in done.stdout.splitlines() if "|" in line)
-    return {job.strip(): state.strip() for job, state in rows}
-
-
 def query_ended_jobs(job_ids: Iterable[str]) -> dict[str, str]:
     """`ended_jobs` of these Slurm jobs, from sacct and, for the preempted ones, squeue."""
-    ids = ",".join(sorted(set(job_ids)))
+    ids = sorted(set(job_ids))
     if not ids:
         return {}
-    sacct = ["sacct", "-X", "--parsable2", "--noheader", "--clusters", "all", "--format=JobIdRaw,State", "-j", ids]
-    sacct_states = _states(sacct)
+    sacct_states = accounting_states(ids)
     preempted = [job for job, state in sacct_states.items() if state == "PREEMPTED"]
-    queue_states = {}
-    if preempted:
-        queue_states = _states(["squeue", "--noheader", "--states=all", "--format=%i|%T", "-j", ",".join(preempted)])
-    return ended_jobs(sacct_states, queue_states)
+    return ended_jobs(sacct_states, queue_states(preempted) if preempted else {})
 
 
 def watch_ended_jobs(executor: type | None = None) -> None:

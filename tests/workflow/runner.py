@@ -43,13 +43,3 @@ def code_blocks(language: str, *documents: str) -> list[str]:
         for document in documents
         for block in re.findall(rf"```{language}\n(.*?)```", (REPO / document).read_text(), re.DOTALL)
     ]
-
-
-def local_rules() -> set[str]:
-    """The workflow's rules (and checkpoints) declared `localrule: True`: those that run in Snakemake's own process
-    on a cluster."""
-    sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
-    text = "\n".join(path.read_text() for path in sources)
-    blocks = re.split(r"^(?=(?:rule|checkpoint) \w+:)", text, flags=re.MULTILINE)
-    rules = (block for block in blocks if block.startswith(("rule ", "checkpoint ")))
-    return {re.match(r"\w+ (\w+):", block)[1] for block in rules if "localrule: True" in block}

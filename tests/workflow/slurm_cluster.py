@@ -10,6 +10,9 @@ Each node has four GPUs of type a100, as the paper's nodes do: character devices
 Slurm accepts as GPUs (it drops a count-only GPU GRES and drains the node). No CUDA device stands behind them, so
 a job sees CUDA_VISIBLE_DEVICES but trains on the CPU.
 
+Job accounting enforces associations, as a site does: the user has one account (`ACCOUNT`, its default), and Slurm
+refuses jobs of any other.
+
 Two nodes, each with four GPUs, and their partitions:
 - `gpu` on node `main`, the default: its jobs are never preempted;
 - `requeue` on node `preemptible`: a preempted job is requeued (PreemptMode=REQUEUE), as a site that preempts
@@ -44,6 +47,7 @@ GPUS = 4
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 SLURM_ETC = Path("/etc/slurm")
 CONFIG_FILES = ("slurm.conf", "gres.conf", "slurmdbd.conf", "cgroup.conf")
+ACCOUNT = "calibft"  # the Slurm account of the test cluster's user, which associations enforce
 NVIDIA_MAJOR = 195  # the character-device major number of NVIDIA GPUs (/dev/nvidia0 is 195, 0)
 
 
@@ -227,6 +231,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort={ports["slurmdbd"]}
 AccountingStorageTRES=gres/gpu,gres/gpu:a100
+AccountingStorageEnforce=associations
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=2,bf_interval=2
 SelectType=select/cons_tres
@@ -260,6 +265,9 @@ PartitionName=urgent Nodes=preemptible MaxTime=INFINITE State=UP PriorityTier=10
         "sacctmgr cannot reach it",
     )  # fmt: skip
     subprocess.run(["sacctmgr", "-i", "add", "cluster", "calibft"], capture_output=True, timeout=60)
+    # associations are enforced, as on a site: the user's jobs run under the one account it has (its default)
+    for add in (["account", ACCOUNT], ["user", user, f"account={ACCOUNT}", f"defaultaccount={ACCOUNT}"]):
+        subprocess.run(["sacctmgr", "-i", "add", *add, "cluster=calibft"], check=True, capture_output=True, timeout=60)
     cluster._start("slurmctld", [_program("slurmctld"), "-D", "-i"], lambda: _succeeds("sinfo"),
                    "sinfo cannot reach it")  # fmt: skip
     for node in NODES:

@@ -125,10 +125,9 @@ def test_the_world_size_of_a_training_job_is_its_models_gpus(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert '"world_size": 2}' in result.stdout and "ddp.yaml --num_processes 2 -m calibft.train" in result.stdout
     one = snakemake(*demo)
-    assert (
-        '"world_size": 1}' in one.stdout
-        and "calibft.runlog logs/train/tiny/soft.log 1 python -m calibft.train" in one.stdout
-    )
+    runlog = "-m calibft.runlog logs/train/tiny/soft.log 1 --outputs results/adapters/tiny/soft/adapter_config.json "
+    assert '"world_size": 1}' in one.stdout and runlog in one.stdout
+    assert "results/adapters/tiny/soft/run.json -- python -m calibft.train" in one.stdout
 
 
 def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_plan):

@@ -19,8 +19,9 @@ import yaml
 
 from calibft.core.io import read_jsonl
 from calibft.core.time_limit import RECHECK_S
+from calibft.pipeline.plan import local_rules
 from tests.workflow.conftest import SLURM, DemoRun, require_cluster
-from tests.workflow.runner import REPO, local_rules
+from tests.workflow.runner import REPO
 
 pytestmark = pytest.mark.workflow
 
@@ -104,6 +105,7 @@ class Run:
     workdir: Path
     process: subprocess.Popen
     output_file: Path
+    command: list[str]
 
     @property
     def output(self) -> str:
@@ -148,10 +150,14 @@ def train_again(demo: DemoRun, workdir: Path, args: tuple[str, ...], config: dic
     where = ["--directory", str(workdir), "--snakefile", str(REPO / "Snakefile")]
     command = [sys.executable, "-m", "snakemake", str(ADAPTER / "run.json"), *where, *args, *SLURM]
     command += ["--configfile", *configfiles]  # --configfile takes every value that follows: last
-    output_file = workdir / "snakemake.out"
+    return start(workdir, command, "snakemake.out")
+
+
+def start(workdir: Path, command: list[str], output_name: str) -> Run:
+    output_file = workdir / output_name
     with open(output_file, "w") as out:
         process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    return Run(workdir, process, output_file)
+    return Run(workdir, process, output_file, command)
 
 
 SLICE_S = 1.0  # how long an interrupted run trains between two reads of its checkpoint
@@ -336,3 +342,47 @@ def test_four_processes_without_a_process_group_stop_before_any_step(interrupted
     assert " --gpus=a100:4" in call and "--num_processes 4" in run.output
     assert "did not form one group" in run.log and "stopping before any step" in run.log
     assert not (run.workdir / CHECKPOINTS / "train_log.jsonl").exists()
+
+
+def slurm_job_output(workdir: Path, job: str) -> str:
+    """What a running Slurm job has written to its output file (the executor plugin's log of the job)."""
+    return "".join(path.read_text(errors="replace") for path in workdir.glob(f".snakemake/slurm_logs/**/{job}.log"))
+
+
+def test_a_restart_after_snakemake_was_killed_leaves_one_writer_and_the_same_adapter(interrupted, slurm_demo, tmp_path):
+    """A cluster user's login session dies during training: the main Snakemake is SIGKILLed while its training job
+    runs in Slurm (frozen once it has checkpointed step 50), unlocked and started again at once. The restart submits
+    the training job again; that copy waits for the first (which is thawed only once the copy says it waits) and
+    adopts its adapter: one writer, and the adapter of the uninterrupted run."""
+    first_run = train_again(slurm_demo, tmp_path, (), None)
+    deadline = time.monotonic() + 900
+    while True:
+        jobs = first_run.slurm_jobs()
+        if jobs:
+            set_frozen(jobs[-1], True)
+            if first_run.checkpointed(50):
+                break
+            set_frozen(jobs[-1], False)
+        assert first_run.process.poll() is None and time.monotonic() < deadline, first_run.output[-3000:]
+        time.sleep(SLICE_S)
+    (first,) = jobs
+    first_run.process.kill()
+    first_run.process.wait()
+    subprocess.run([*first_run.command, "--unlock"], cwd=REPO, check=True, capture_output=True)
+    restarted = start(tmp_path, first_run.command, "restarted.out")
+    try:
+        while not (jobs := restarted.slurm_jobs()) or "still runs this job" not in slurm_job_output(tmp_path, jobs[0]):
+            assert restarted.process.poll() is None and time.monotonic() < deadline, restarted.output[-3000:]
+            time.sleep(SLICE_S)
+    finally:
+        set_frozen(first, False)
+    (second,) = jobs
+    assert second != first
+    status = restarted.process.wait(timeout=max(deadline - time.monotonic(), 1))
+    assert_trained_as(restarted, status, interrupted[REFERENCE][0].workdir)
+    assert [a["resumed_at_step"] for a in restarted.attempts()] == [0]  # one training, never resumed
+    log = restarted.log
+    assert f"== attempt 1, Slurm job {first}," in log and f"== attempt 1, Slurm job {second}," in log
+    assert f"waited for Slurm job {first}, which ran this job from" in log and "(with exit status 0)" in log
+    assert "they are adopted, nothing runs again" in log and "resuming at step" not in log
+    assert {r["State"] for r in sacct(["State"], f"--jobs={first},{second}")} == {"COMPLETED"}
