@@ -134,8 +134,11 @@ def _release_soft_loss(logits: torch.Tensor, tau: float) -> tuple[torch.Tensor, 
     return torch.stack(per_example), torch.stack(per_example).mean()
 
 
+# Bit for bit on any CPU: both sides take the same bf16 ops, and each of their sums (2 or 3 bf16 values, in float32)
+# is exact in float32, so no kernel's order of addition can move a bit; the seeds 0 to 299 all agree under torch's
+# default and AVX2 kernels. Seed 2, once left out without a word, agrees as the others do.
 @pytest.mark.parametrize("tau", [1.0, 0.7])
-@pytest.mark.parametrize("seed", [0, 1, 3, 4])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_soft_kl_in_the_logits_dtype_is_the_release_computation(seed, tau):
     logits = _bf16_logits(seed)
     per_example, loss = _release_soft_loss(logits, tau)

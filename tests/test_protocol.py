@@ -38,8 +38,13 @@ def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silen
     assert release["generation_defaults"] == "checkpoint" and as_written["generation_defaults"] == "exact"
     # the paper does not say how training answers are seeded; as_written keeps the pipeline's former draws
     assert release["training_draw_seeds"] == "release" and as_written["training_draw_seeds"] == "per_batch"
-    for name in ("logit_kl_across_families", "gsm8k_extraction", "logit_kl_path_seeds", "paloma_empty_documents"):
+    # NoveltyBench: the release's HF path (its adapters applied, the checkpoint's sampling values) against the
+    # paper's "temperature 1 and top-p=1", which the release's vLLM path asks for explicitly
+    assert release["noveltybench_sampling"] == "hf_backend" and as_written["noveltybench_sampling"] == "vllm_backend"
+    silent = ("logit_kl_across_families", "gsm8k_extraction", "logit_kl_path_seeds", "paloma_empty_documents")
+    for name in (*silent, "open_ended_normalization"):  # the paper names no open-ended normalization
         assert release[name] == as_written[name], name
+    assert release["open_ended_normalization"] == "release"
 
 
 def test_an_override_names_its_own_results_folder():

@@ -1,13 +1,24 @@
 """The reproduction report's comparison and verdicts (calibft.artifacts.reproduction)."""
 
+import io
 import math
+from decimal import Decimal
 
 import pandas as pd
 import pytest
 
 from calibft.artifacts.reference import ReferenceCell, compared_rows
 from calibft.artifacts.registry import ARTIFACTS, where
-from calibft.artifacts.reproduction import compare, recorded_reference, scatter, table_cells, verdict, verdict_counts
+from calibft.artifacts.reproduction import (
+    compare,
+    informative,
+    not_informative,
+    recorded_reference,
+    scatter,
+    table_cells,
+    verdict,
+    verdict_counts,
+)
 from calibft.artifacts.tables import Table
 
 NAN = math.nan
@@ -17,8 +28,11 @@ NAN = math.nan
     ("reference", "tolerance", "ours", "low", "high", "expected"),
     [
         (0.30, 0.005, 0.31, 0.29, 0.33, "within"),
-        (0.285, 0.005, 0.31, 0.29, 0.33, "within"),  # outside the interval by less than the paper's rounding
+        (0.287, 0.005, 0.31, 0.29, 0.33, "within"),  # outside the interval by less than the paper's rounding
         (0.28, 0.005, 0.31, 0.29, 0.33, "outside"),
+        (0.334, 0.005, 0.31, 0.29, 0.33, "within"),
+        (0.34, 0.005, 0.31, 0.29, 0.33, "outside"),
+        (0.4, 0.005, 1e25, 1e20, 1e30, "outside"),  # a wide interval far off: its size widens nothing at 0.4
         (0.34, 0.0, 0.31, 0.29, 0.33, "outside"),
         (None, None, 0.31, 0.29, 0.33, "no reference"),  # the paper prints "---"
         (0.30, 0.005, NAN, NAN, NAN, "not run"),
@@ -27,6 +41,35 @@ NAN = math.nan
 )
 def test_verdicts_by_hand(reference, tolerance, ours, low, high, expected):
     assert verdict(reference, tolerance, ours, low, high) == expected
+
+
+# Interval edges and tolerances in decimal, as tables and the paper print them: every edge from 0.100 to 1.999 by
+# 0.001 with half a unit of the last of 2 to 4 decimals (3 to 5 significant digits), and the same times 10 and 1000
+EDGES = [
+    (Decimal(k) / 1000 * scale, Decimal(5) / 10**d * scale)
+    for k in range(100, 2000)
+    for d in (3, 4, 5)
+    for scale in (1, 10, 1000)
+]
+
+
+def test_a_reference_exactly_at_the_widened_edge_is_within_whichever_way_floats_round():
+    """A reference exactly at our interval's edge widened by its tolerance (the paper's 0.29 against our interval
+    ending at 0.285) reads within at both edges, and one a thousandth of the tolerance beyond reads outside, for
+    every edge and tolerance of EDGES: the verdict does not hang on how the decimals round to floats."""
+    flips = 0
+    for edge, tolerance in EDGES:
+        low, high = float(edge), float(edge + 1)
+        below, above = edge - tolerance, edge + 1 + tolerance  # exactly at the widened edges
+        beyond = tolerance / 1000
+        for reference in (below, above):
+            assert verdict(float(reference), float(tolerance), low, low, high) == "within", (reference, edge)
+        for reference in (below - beyond, above + beyond):
+            assert verdict(float(reference), float(tolerance), low, low, high) == "outside", (reference, edge)
+        flips += not float(below) >= low - float(tolerance) or not float(above) <= high + float(tolerance)
+    # the plain float test reads some of these edges outside (IEEE-754 rounding, the same on every machine): the
+    # cases above do exercise the boundary
+    assert flips > 100
 
 
 def grouped():
@@ -128,3 +171,42 @@ def test_an_ablation_row_is_keyed_by_its_settings_within_its_model_block():
     result = compare(reference, ours, "release")
     assert list(result["verdict"]) == ["within", "not run"] and result["ours"].iloc[0] == 0.12
     assert compared_rows(ARTIFACTS, reference) == where(name="grid_ablation")
+
+
+@pytest.mark.parametrize(
+    ("reference", "tolerance", "expected"),
+    [
+        (0.47, 447.0, False),  # the demo's recorded OOD W1 whose deviation over six runs reached 447
+        (0.47, 0.47, False),  # from zero to twice the number: the bound of the rule
+        (-0.47, 0.5, False),
+        (0.47, 0.4699, True),
+        (0.47, 0.0, True),
+        (0.47, None, True),
+        (0.0, 0.0, True),  # a recorded 0 asks for 0
+        (0.0, 0.0005, True),  # the paper's 0.0%: below 0.05%
+        (None, None, False),  # "---": no number to compare
+        (math.nan, 0.1, False),  # as a comparison's .csv reads "---" back
+    ],
+)
+def test_a_cell_is_informative_where_its_tolerance_is_smaller_than_the_reference(reference, tolerance, expected):
+    assert informative(reference, tolerance) is expected
+
+
+def test_cells_whose_tolerance_exceeds_the_reference_are_counted_apart():
+    """Three cells within, one of them 0.47 with a tolerance of 447, which would read within for any number of
+    ours below 447: the counts take two informative cells within and name the third apart."""
+    reference = [
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Base", "0.45", 0.45, 0.01),
+        cell("Qwen3-0.6B", "OOD W₁ ↓ / Soft", "0.47", 0.47, 447.0),  # our [0.19, 0.22] is far below 0.47
+        cell("Qwen3-0.6B", "Base", "0.46", 0.46, 0.0),
+        cell("Qwen3-1.7B", "OOD W₁ ↓ / Soft", "---", None, None),
+    ]
+    comparison = compare(reference, table_cells(grouped()), "release")
+    assert list(comparison["verdict"]) == ["within", "within", "within", "no reference"]
+    assert list(comparison["informative"]) == [True, False, True, False]
+    counts = verdict_counts({"main_ood": comparison}).iloc[0]
+    assert (counts["within"], counts["informative within"], counts["not informative"]) == (3, 2, 1)
+    assert list(not_informative(comparison)["column"]) == ["OOD W₁ ↓ / Soft"]
+    # the same from the comparison's .csv, as rule reproduction_summary reads it back
+    written = pd.read_csv(io.StringIO(comparison.to_csv(index=False)))
+    assert verdict_counts({"main_ood": written}).iloc[0].to_dict() == counts.to_dict()

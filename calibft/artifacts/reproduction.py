@@ -11,6 +11,10 @@ A verdict per reference cell:
 - `not run`: our table has no number for the cell (a model or condition this config does not run, or an
   undefined aggregate).
 
+A cell whose reference carries a tolerance at least as large as the reference itself is not informative
+(`informative`): its widened interval reaches from zero to twice the number, so its verdict says next to nothing
+about ours. The counts name such cells apart (`verdict_counts`).
+
 Each row states the protocol (`calibft.core.protocol`) that produced our numbers.
 """
 
@@ -46,6 +50,7 @@ COLUMNS = [
     "high",
     "difference",
     "verdict",
+    "informative",
     "protocol",
 ]
 
@@ -89,8 +94,19 @@ def table_cells(table: Table) -> pd.DataFrame:
     return cells(frame, table.intervals)
 
 
+# How far past the widened interval's edge a reference still reads within, relative to the largest magnitude
+# compared at that edge. A reference exactly at the edge is within: the paper's 0.29 stands for any number from
+# 0.285 to 0.295, so it reproduces our interval ending at 0.285. But the numbers reach the comparison through float
+# arithmetic (the printed reference parsed, our interval computed, the widening added), each some units of 2^-53
+# of its magnitude off its decimal value, and at the edge the verdict would turn on the last bit: 0.285 + 0.005 >=
+# 0.29 holds in floats, the same test written 0.29 - 0.285 <= 0.005 does not. 1e-9 is far above that rounding and
+# far below the finest step a reference prints (the paper's 4 significant digits).
+EDGE = 1e-9
+
+
 def verdict(reference: float | None, tolerance: float | None, ours: float, low: float, high: float) -> str:
-    """The verdict on one cell (the module's docstring)."""
+    """The verdict on one cell (the module's docstring): within where the reference lies in [low - tolerance,
+    high + tolerance], edges included, up to `EDGE`."""
     if reference is None:
         return "no reference"
     if math.isnan(ours):
@@ -98,7 +114,25 @@ def verdict(reference: float | None, tolerance: float | None, ours: float, low: 
     if math.isnan(low) or math.isnan(high):
         return "no interval"
     slack = tolerance or 0.0
-    return "within" if low - slack <= reference <= high + slack else "outside"
+    return "within" if _at_most(low, reference, slack) and _at_most(reference, high, slack) else "outside"
+
+
+def _at_most(a: float, b: float, slack: float) -> bool:
+    """a <= b + slack, up to `EDGE` of the numbers' size."""
+    return a <= b + slack + EDGE * max(abs(a), abs(b), slack)
+
+
+def informative(reference: float | None, tolerance: float | None) -> bool:
+    """Whether a cell's verdict can tell a reproduction from a failure: it has a reference number, and the
+    reference's tolerance is smaller than the number's size. A tolerance of at least |reference| (the demo's
+    recorded OOD W1 of 0.47 whose run-to-run deviation reached 447) admits every number from zero to twice the
+    reference and more, so the cell reads within whatever ours is, short of a failure by orders of magnitude. A
+    reference of exactly 0 stays informative: its tolerance is then an absolute bound (the paper's 0.0% rounds
+    below 0.05%, a recorded 0 with tolerance 0 asks for 0)."""
+    if reference is None or math.isnan(reference):
+        return False
+    tolerance = 0.0 if tolerance is None or math.isnan(tolerance) else tolerance
+    return reference == 0 or tolerance < abs(reference)
 
 
 def compare(reference: Iterable[ReferenceCell], ours: pd.DataFrame, protocol: str) -> pd.DataFrame:
@@ -130,20 +164,38 @@ def compare(reference: Iterable[ReferenceCell], ours: pd.DataFrame, protocol: st
                 "high": high,
                 "difference": value - cell.value if cell.value is not None else math.nan,
                 "verdict": verdict(cell.value, cell.tolerance, value, low, high),
+                "informative": informative(cell.value, cell.tolerance),
                 "protocol": protocol,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def informative_cells(comparison: pd.DataFrame) -> pd.Series:
+    """Per row of a comparison (`compare`, or its `.csv` read back), whether it is `informative`: from its
+    reference value and tolerance."""
+    pairs = zip(comparison["reference_value"], comparison["tolerance"], strict=True)
+    return pd.Series([informative(value, tolerance) for value, tolerance in pairs], index=comparison.index, dtype=bool)
+
+
+def not_informative(comparison: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a comparison that have a reference number and are not `informative`."""
+    return comparison[comparison["reference_value"].notna() & ~informative_cells(comparison)]
+
+
 def verdict_counts(comparisons: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per artifact (in the given order) the number of cells of each verdict, and the total."""
+    """Per artifact (in the given order) the number of cells of each verdict and the total; then the cells within
+    that are `informative`, and the cells with a reference number that are not (whatever their verdict)."""
     counts = pd.DataFrame(
         [[int((frame["verdict"] == v).sum()) for v in VERDICTS] for frame in comparisons.values()],
         index=pd.Index(list(comparisons), name="artifact"),
         columns=list(VERDICTS),
     )
     counts["cells"] = counts.sum(axis=1)
+    counts["informative within"] = [
+        int(((frame["verdict"] == "within") & informative_cells(frame)).sum()) for frame in comparisons.values()
+    ]
+    counts["not informative"] = [len(not_informative(frame)) for frame in comparisons.values()]
     return counts.reset_index()
 
 
@@ -189,7 +241,8 @@ def comparison_table(comparison: pd.DataFrame, row: Artifact, reference: str) ->
     """A table's comparison as a table of its own, named after the table (under results/reproduction/)."""
     caption = (
         f"{row.label or row.name} against {reference}: the reference's number as printed, ours, our interval, the "
-        "difference and the verdict (within: the reference lies in our interval widened by its tolerance)."
+        "difference and the verdict (within: the reference lies in our interval widened by its tolerance); "
+        "informative: not where that tolerance is at least the reference's size, which makes within say little."
     )
     formats = {name: ".6g" for name in ("reference_value", "tolerance", "ours", "low", "high", "difference")}
     return Table(comparison, row.label, caption, formats=formats, wide=True, font_size="scriptsize")
@@ -216,7 +269,10 @@ def reproduce(
 
 def summary_table(comparisons: dict[str, pd.DataFrame], source: str, protocol: str) -> Table:
     """Per artifact, the count of each verdict: the top of the reproduction report."""
-    caption = f"Verdicts per table against {source}, protocol {protocol}."
+    caption = (
+        f"Verdicts per table against {source}, protocol {protocol}; informative within: the cells within whose "
+        "reference's tolerance is smaller than the reference; not informative: the cells whose tolerance is not."
+    )
     return Table(verdict_counts(comparisons), "tab:reproduction", caption)
 
 

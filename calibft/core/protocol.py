@@ -63,7 +63,10 @@ SWITCHES = (
             "back the checkpoint's own values for every field left at the library default, when the config was "
             "written by transformers >= 4.50 (inference/hf_backend.py `_generation_config`)"
         ),
-        moves="Qwen3, Gemma-3 and GPT-OSS rows of every sampled evaluation; their GSM8K",
+        moves=(
+            "Qwen3, Gemma-3 and GPT-OSS rows of every sampled evaluation (NoveltyBench under "
+            "`noveltybench_sampling: hf_backend`); their GSM8K"
+        ),
     ),
     Switch(
         "logit_kl_across_families",
@@ -208,6 +211,43 @@ SWITCHES = (
             "the W1 aggregates of the structured and SSOT tables where one prompt of a family has no valid answer "
             "(or a W1 beyond the float range) and others have: on the OOD split (3 prompts a family), not on the "
             "unseen one (1)"
+        ),
+    ),
+    Switch(
+        "noveltybench_sampling",
+        ("hf_backend", "vllm_backend"),
+        release="hf_backend",
+        as_written="vllm_backend",
+        paper='"10 generations per prompt with temperature 1 and top-p=1" (section 4, NoveltyBench)',
+        release_code=(
+            "two paths. `inference=hf`: the adapter applied (calibrate_sft/modeling.py `load_evaluation_bundle`, "
+            "lines 341-350), the checkpoint's values put back by `_generation_config` (inference/hf_backend.py, "
+            "lines 80-104), as under `generation_defaults`. The shipped default `inference: vllm` "
+            "(conf/noveltybench_generate_config.yaml and conf/noveltybench_eval_config.yaml, line 5): explicit "
+            "`SamplingParams(temperature=1.0, top_p=1.0)` (inference/vllm_backend.py, lines 60-78), but only "
+            "`base_checkpoint` loaded (lines 28-42), no adapter"
+        ),
+        moves=(
+            "NoveltyBench rows of Qwen3 (temperature 0.6 and top_p 0.95 against 1 and 1) and Gemma-3 (top_p 0.95 "
+            "against 1); Llama-3.2 and GPT-OSS sample at 1 and 1 on both paths"
+        ),
+    ),
+    Switch(
+        "open_ended_normalization",
+        ("release", "strip_reasoning"),
+        release="release",
+        as_written="release",
+        paper='"the fraction of distinct samples after normalization"; the normalization is not spelled out',
+        release_code=(
+            "`normalize_open_random_output` (open_random_gen/metrics.py, lines 37-55) of the decoded text "
+            "(special tokens skipped, reasoning kept: open_random_gen/evaluate.py, lines 236-239): `<think>` "
+            "blocks and an unclosed `<think>` removed case-insensitively (inference/chat_format.py "
+            "`strip_thinking_trace`, lines 8-9 and 25-28), then every `<think>` or `</think>` tag left deleted "
+            "where it stands; no rule for GPT-OSS's reasoning"
+        ),
+        moves=(
+            "the unique output rate where a sample holds a think tag or GPT-OSS's analysis text (rare: every "
+            "model's prompt turns reasoning off)"
         ),
     ),
 )

@@ -52,15 +52,19 @@ class ModelJob:
         path = try_to_load_from_cache(self.model, "generation_config.json")
         return json.loads(Path(path).read_text()) if isinstance(path, str) else None
 
+    def checkpoint_defaults(self) -> bool:
+        """Whether the checkpoint's generation config fills in the request, as transformers 4.57.6 does in the
+        release's HF backend: switch `generation_defaults: checkpoint`."""
+        return self.protocol["generation_defaults"] == "checkpoint"
+
     def generation(self, sampling: bool = True) -> dict:
         """The generation settings in force (`calibft.lm.generation_defaults.effective_settings`): exactly the
-        requested ones, or (switch `generation_defaults: checkpoint`) what transformers 4.57.6 puts back from the
-        checkpoint's generation config when the release asks for them."""
+        requested ones, or (`checkpoint_defaults`) what transformers 4.57.6 puts back from the checkpoint's
+        generation config when the release asks for them."""
         checkpoint = self.checkpoint_generation_config()
         temperature, top_p = self.sampling.get("temperature", 1.0), self.sampling.get("top_p", 1.0)
         request = release_request(checkpoint, sampling, temperature, top_p)
-        fallback = self.protocol["generation_defaults"] == "checkpoint"
-        effective = effective_settings(checkpoint, request, fallback=fallback)
+        effective = effective_settings(checkpoint, request, fallback=self.checkpoint_defaults())
         return {key: value for key, value in effective.items() if key != "config"}
 
     def settings(self):

@@ -22,6 +22,14 @@ class GenerationJob(ModelJob):
         if self.max_prompts is not None and self.max_prompts < 1:
             raise ValueError(f"max_prompts must be >= 1 or None, got {self.max_prompts}")
 
+    def checkpoint_defaults(self) -> bool:
+        """Switch `noveltybench_sampling`: `vllm_backend` samples at the configured temperature and top-p whatever
+        the checkpoint's generation config holds, as the release's vLLM backend asks for them explicitly;
+        `hf_backend` follows `generation_defaults`, as every other sampled evaluation does."""
+        if self.protocol["noveltybench_sampling"] == "vllm_backend":
+            return False
+        return super().checkpoint_defaults()
+
 
 @dataclass(frozen=True)
 class ScoringJob:

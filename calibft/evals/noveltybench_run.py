@@ -4,7 +4,8 @@
     python -m calibft.evals.noveltybench_run score JOB      # JOB: a ScoringJob
 
 Two jobs, because they need different models on the GPU: `generate` samples 10 answers to every prompt of
-one split (each prompt the only user message, no system prompt) from the model under test; `score` loads the
+one split (each prompt the only user message, no system prompt) from the model under test, at the settings that
+the `noveltybench_sampling` switch puts in force (`GenerationJob.checkpoint_defaults`); `score` loads the
 benchmark's evaluators, the DeBERTa similarity classifier and the reward model, and scores each prompt's
 answers with `calibft.evals.noveltybench.score_prompt`.
 

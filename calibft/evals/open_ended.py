@@ -7,20 +7,21 @@ measures how broad the model's answers are, two ways per prompt:
 
 - top-t support: the smallest number of first tokens (softmax of the logits at the first generated
   position) whose probabilities cover t, at every threshold t in 0.01..0.99 (0.9 is the headline);
-- unique fraction: `samples_per_prompt` sampled answers, each normalized (`normalize`); the number of
-  distinct non-empty answers divided by the number of samples.
+- unique fraction: `samples_per_prompt` sampled answers, each normalized (`normalize`, by the protocol's
+  `open_ended_normalization` switch); the number of distinct non-empty answers divided by the number of samples.
 
 Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: prompt_index, prompt, index, text,
-normalized, finished), `support.jsonl` (one object per prompt: its support at every threshold, in the order
-of `metrics.json`'s `thresholds`) and `metrics.json`, which `score` computes from those two files alone, with
-the bootstrap interval of each aggregate over resamples of the samples within each prompt (`intervals`,
-`resampled_distinct`).
+normalized, finished; `text` is the answer as the normalization reads it, `sample_answers`), `support.jsonl`
+(one object per prompt: its support at every threshold, in the order of `metrics.json`'s `thresholds`) and
+`metrics.json`, which `score` computes from those two files alone, with the bootstrap interval of each
+aggregate over resamples of the samples within each prompt (`intervals`, `resampled_distinct`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
 from calibft.evals.open_ended_job import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
 from calibft.lm.chat import chat_prompt_ids, strip_reasoning
-from calibft.lm.generation import inference, input_device, sample_texts
+from calibft.lm.generation import SamplingSettings, inference, input_device, sample, sample_texts, stop_token_ids
 
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9
@@ -42,6 +43,12 @@ COVERAGE_TOLERANCE = 1e-9
 # only, so that “Paris” and "Paris" stay two answers there and here.
 QUOTES = ("'", '"')
 NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
+NORMALIZATIONS = ("release", "strip_reasoning")  # the `open_ended_normalization` switch of calibft.core.protocol
+# The release's patterns (inference/chat_format.py, open_random_gen/metrics.py): case-insensitive think tags.
+_RELEASE_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_RELEASE_UNCLOSED_THINK = re.compile(r"<think>.*$", re.DOTALL | re.IGNORECASE)
+_RELEASE_THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
+_WHITESPACE = re.compile(r"\s+")
 
 
 def load_prompts(path: str | Path) -> list[str]:
@@ -58,21 +65,39 @@ def load_prompts(path: str | Path) -> list[str]:
     return data
 
 
-def normalize(text: str) -> str:
-    """The answer an output counts as: reasoning stripped, its first non-empty line, whitespace collapsed, one
-    pair of matching surrounding quotes removed (with the whitespace they enclosed). Case is kept."""
-    lines = (" ".join(line.split()) for line in strip_reasoning(text).splitlines())
+def normalize(text: str, rule: str = "release") -> str:
+    """The answer an output counts as: its first non-empty line once reasoning is removed, whitespace collapsed,
+    one pair of matching surrounding quotes removed (with the whitespace they enclosed). Case is kept.
+
+    `rule` (the `open_ended_normalization` switch): `release` removes reasoning as the release's
+    `normalize_open_random_output` does (`release_lines`, and think tags deleted from each line again);
+    `strip_reasoning` as every evaluation of this pipeline does (`calibft.lm.chat.strip_reasoning`).
+    """
+    if rule == "release":
+        lines = (_WHITESPACE.sub(" ", _RELEASE_THINK_TAG.sub("", line).strip()) for line in release_lines(text))
+    elif rule == "strip_reasoning":
+        lines = (" ".join(line.split()) for line in strip_reasoning(text).splitlines())
+    else:
+        raise ValueError(f"rule must be one of {NORMALIZATIONS}, got {rule!r}")
     answer = next((line for line in lines if line), "")
     if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in QUOTES:
         answer = answer[1:-1].strip()
     return answer
 
 
-def unique_fraction(texts: Sequence[str]) -> float | None:
+def release_lines(text: str) -> list[str]:
+    """The lines the release's `normalize_open_random_output` looks through: `<think>...</think>` blocks and
+    everything from an unclosed `<think>` on removed, then every `<think>` or `</think>` tag left deleted where it
+    stands (so "Rome</think>Milan" reads "RomeMilan"), all case-insensitively."""
+    text = _RELEASE_UNCLOSED_THINK.sub("", _RELEASE_THINK_BLOCK.sub("", text)).strip()
+    return _RELEASE_THINK_TAG.sub("", text).strip().splitlines()
+
+
+def unique_fraction(texts: Sequence[str], rule: str = "release") -> float | None:
     """Distinct non-empty normalized answers per sample (None without samples)."""
     if not texts:
         return None
-    answers = {normalize(text) for text in texts}
+    answers = {normalize(text, rule) for text in texts}
     answers.discard("")
     return len(answers) / len(texts)
 
@@ -181,15 +206,35 @@ def first_token_probs(model, prompt_ids: Sequence[int], numerics: str = "fp32") 
         return torch.softmax(logits.float().double(), dim=-1).cpu().numpy()
 
 
-def sample_records(prompt_index: int, prompt: str, texts: Sequence[str], finished: np.ndarray) -> list[dict]:
-    """One record per answer, with the normalized form it counts as."""
+def sample_answers(
+    model, tokenizer, prompt_ids: Sequence[int], settings: SamplingSettings, seed: int, rule: str
+) -> tuple[list[str], np.ndarray]:
+    """Sampled answers as `normalize` reads them under `rule`, and `finished`.
+
+    `release`: the decoded text (special tokens skipped, surrounding whitespace stripped, reasoning kept), as the
+    release's HF backend hands it to its normalization; `strip_reasoning`: `calibft.lm.generation.sample_texts`,
+    reasoning stripped as well. Both draw the same tokens.
+    """
+    if rule == "strip_reasoning":
+        return sample_texts(model, tokenizer, prompt_ids, settings, seed)
+    if rule != "release":
+        raise ValueError(f"rule must be one of {NORMALIZATIONS}, got {rule!r}")
+    generations = sample(model, prompt_ids, settings, stop_token_ids(model, tokenizer), seed)
+    texts = [tokenizer.decode(list(ids), skip_special_tokens=True).strip() for ids in generations.token_ids]
+    return texts, generations.finished
+
+
+def sample_records(
+    prompt_index: int, prompt: str, texts: Sequence[str], finished: np.ndarray, rule: str = "release"
+) -> list[dict]:
+    """One record per answer, with the normalized form it counts as under `rule`."""
     return [
         {
             "prompt_index": prompt_index,
             "prompt": prompt,
             "index": i,
             "text": text,
-            "normalized": normalize(text),
+            "normalized": normalize(text, rule),
             "finished": bool(done),
         }
         for i, (text, done) in enumerate(zip(texts, finished, strict=True))
@@ -204,12 +249,13 @@ def score(
     headline_threshold: float = OPEN_ENDED_HEADLINE_THRESHOLD,
     replicates: int = 0,
     bootstrap_seed: int = 0,
+    normalization: str = "release",
     **header,
 ) -> dict:
     """metrics.json: per prompt the support at the headline threshold and the unique fraction (from the stored
-    texts, normalized again), and their means over prompts, with the mean support at every threshold; with
-    `replicates`, the percentile bootstrap interval of each mean over resamples of the samples within each
-    prompt (`intervals`, `open_ended_draws`, seeded by `bootstrap_seed`)."""
+    texts, normalized again by the rule `normalization`), and their means over prompts, with the mean support at
+    every threshold; with `replicates`, the percentile bootstrap interval of each mean over resamples of the
+    samples within each prompt (`intervals`, `open_ended_draws`, seeded by `bootstrap_seed`)."""
     thresholds = [float(t) for t in thresholds]
     column = thresholds.index(headline_threshold)
     texts: list[list[str]] = [[] for _ in prompts]
@@ -222,7 +268,7 @@ def score(
             "prompt": prompt,
             "samples": len(texts[i]),
             "support": support[i][column],
-            "unique_fraction": unique_fraction(texts[i]),
+            "unique_fraction": unique_fraction(texts[i], normalization),
         }
         for i, prompt in enumerate(prompts)
     ]
@@ -241,7 +287,7 @@ def score(
         "prompts": rows,
     }
     if replicates:
-        answers = [[normalize(text) for text in prompt_texts] for prompt_texts in texts]
+        answers = [[normalize(text, normalization) for text in prompt_texts] for prompt_texts in texts]
         headline = np.array([row["support"] for row in rows], dtype=np.float64)
         estimate = metrics["aggregate"]["unique_fraction"]
         draws = open_ended_draws(answers, headline, estimate, np.random.default_rng(bootstrap_seed), replicates)
@@ -254,6 +300,7 @@ def run(job: OpenEndedJob) -> None:
     prompts = load_prompts(job.prompts_file)
     tokenizer, model = job.load()
     options, settings = job.chat_options(), job.settings()
+    rule = job.protocol["open_ended_normalization"]
 
     records, supports = [], []
     for i, prompt in enumerate(tqdm(prompts, desc=f"open_ended {job.model_key}/{job.condition}")):
@@ -261,14 +308,16 @@ def run(job: OpenEndedJob) -> None:
         numerics = job.protocol["numerics"]
         support = first_token_support(first_token_probs(model, ids, numerics), job.thresholds, numerics)
         supports.append({"prompt_index": i, "prompt": prompt, "support": support.tolist()})
-        texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("open_ended", prompt))
-        records.extend(sample_records(i, prompt, texts, finished))
+        texts, finished = sample_answers(model, tokenizer, ids, settings, job.seed_of("open_ended", prompt), rule)
+        records.extend(sample_records(i, prompt, texts, finished, rule))
     out = Path(job.out_dir)
     write_jsonl(out / "samples.jsonl.gz", records)
     write_jsonl(out / "support.jsonl", supports)
     header = job.header("open_ended", samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started)
     bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed_of("bootstrap", "open_ended")}
-    metrics = score(prompts, records, supports, job.thresholds, job.headline_threshold, **bootstrap, **header)
+    metrics = score(
+        prompts, records, supports, job.thresholds, job.headline_threshold, normalization=rule, **bootstrap, **header
+    )
     write_json(out / "metrics.json", metrics)
     job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
 

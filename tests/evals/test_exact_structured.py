@@ -10,18 +10,23 @@ import pytest
 from scipy import stats
 
 from calibft.core.io import load_npz, read_jsonl
+from calibft.data.families import FAMILIES
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
 from calibft.evals import exact_structured
 from calibft.evals.exact_structured import on_space_indices, run, score
 from calibft.evals.exact_structured_job import ExactJob
+from calibft.evals.metrics import EXACT_W1_LEVELS
 from calibft.evals.structured import run as run_structured
 from calibft.evals.structured_job import StructuredJob
 from calibft.lm.models import load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 IDS = ("poisson-001", "weibull-001", "bernoulli-001")
+LAWS = {p.id: FAMILIES[p.family].law(p.params) for p in prompts("ood") if p.id in IDS}
+SCALE_QUANTILES = (0.05, 0.95)  # W1_norm's normalizer, Q95 - Q05 of the target law (docs/metrics.md)
+LEVELS = (np.arange(1, EXACT_W1_LEVELS + 1) - 0.5) / EXACT_W1_LEVELS  # the exact W1's levels (docs/metrics.md)
 SAMPLING = {"samples_per_prompt": 60, "max_new_tokens": 12, "batch_size": 30}
 
 
@@ -79,6 +84,17 @@ def test_metrics_recompute_from_the_stored_probabilities_with_scipy(workdir, eva
         assert row["kl_on_space"] == pytest.approx(stats.entropy(target, model / model.sum()), rel=1e-9)
         assert row["kl_sequences"] == pytest.approx(np.sum(target * np.log(target / model)), rel=1e-9)
         assert row["w1_norm"] == pytest.approx(row["w1"] / row["w1_scale"], rel=1e-12)
+        # W1_norm by its definition (docs/metrics.md), independently: SciPy's W1 between the model's distribution
+        # renormalized on the space and the target's quantiles at the N levels' midpoints, over the target's
+        # Q95 - Q05. The exact W1 pairs those quantiles with the model's quantile function at the midpoints (a
+        # midpoint rule), SciPy integrates it across each level's cell: they differ where that function steps
+        # inside a cell, by at most 1/N of the step, so by at most the span of the values over N in all; 1e-12
+        # for the float64 sums.
+        law = LAWS[row["id"]]
+        low, high = law.ppf(SCALE_QUANTILES)
+        w1 = stats.wasserstein_distance(arrays["values"][part], law.ppf(LEVELS), model)
+        bound = np.ptp(arrays["values"][part]) / EXACT_W1_LEVELS / (high - low)
+        assert abs(row["w1_norm"] - w1 / (high - low)) <= bound + 1e-12, row["id"]
         mine = [s for s in samples if s["id"] == row["id"]]
         strings = {v.decode() for v in space.values}
         assert row["on_space"]["samples"] == sum(s["text"] in strings for s in mine)

@@ -133,6 +133,16 @@ def test_summarize_nothing_parses():
     assert summarize([])["parse_rate"] is None
 
 
+def test_nothing_parsed_leaves_the_tv_undefined_where_the_release_writes_zero():
+    """A named choice (docs/fidelity.md): the release's `compute_mcq_metrics` (mcq_gen/metrics.py, lines 50-55)
+    writes TV 0.0 and frequencies 0.0 when no generation parses; the paper omits the cell ("---" for Qwen3-0.6B
+    and Llama-3.2-1B-it Soft at a 0.0% parse rate, tab:generative-distribution-summary and tab:mcq-summary).
+    This pipeline follows the paper: TV and frequencies None, so that no table prints a perfect balance."""
+    s = summarize([None] * 1000)
+    assert s == {"n": 1000, "parsed": 0, "parse_rate": 0.0, "frequencies": None, "tv": None}
+    assert summarize([None] * 999 + ["A"])["tv"] == pytest.approx(0.75)  # one parse defines it
+
+
 def test_summarize_rejects_unknown_letters():
     with pytest.raises(ValueError, match="'E'"):
         summarize(["A", "E"])

@@ -1,4 +1,5 @@
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,11 @@ from calibft.evals.noveltybench import (
 from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
 from calibft.evals.noveltybench_run import generate, load_prompts, main, score
 from calibft.lm.models import load_classifier
+from calibft.pipeline.jobs import generation_job
+from calibft.pipeline.layout import Layout
+from tests.test_jobs import load
+
+REPO = Path(__file__).resolve().parents[2]
 
 PROMPTS = [
     {"id": "curated-0", "category": "Creativity", "prompt": "Tell me a two-sentence story about a fox."},
@@ -247,6 +253,84 @@ def test_the_reward_model_reads_the_jobs_bos_switch(scored, monkeypatch):
         protocol = resolve({"switches": {"noveltybench_reward_bos": bos}})
         score(replace(job, protocol=protocol, out_dir=str(out.parent / f"scores_{bos}")))
     assert seen == ["single"] * 3 + ["doubled"] * 3  # one call per prompt
+
+
+def _published_generation_config(model_key: str) -> dict:
+    """The generation_config.json the paper's checkpoint publishes (reference/checkpoints/, hub-hash checked)."""
+    return json.loads((REPO / "reference" / "checkpoints" / model_key / "generation_config.json").read_text())
+
+
+def _paper_generation_job(tmp_path: Path, model_key: str, **protocol) -> GenerationJob:
+    """The paper config's NoveltyBench job of a fine-tuned model under `protocol`, its model a folder holding
+    only the checkpoint's published generation config (all that the sampling settings read)."""
+    folder = tmp_path / model_key
+    folder.mkdir(exist_ok=True)
+    (folder / "generation_config.json").write_text(json.dumps(_published_generation_config(model_key)))
+    layout = Layout(load("config.yaml", **protocol), "/repo")
+    return replace(generation_job(layout, model_key, "soft", "curated"), model=str(folder))
+
+
+# (temperature, top_p) in force: the vLLM path's explicit 1 and 1; the HF path's checkpoint values under
+# transformers 4.57.6 (Qwen3 0.6 and 0.95, Gemma-3 top_p 0.95; Llama-3.2's config predates the fallback).
+SAMPLING = {
+    ("qwen3_0p6b", "hf_backend"): (0.6, 0.95),
+    ("qwen3_0p6b", "vllm_backend"): (1.0, 1.0),
+    ("gemma3_1b_it", "hf_backend"): (1.0, 0.95),
+    ("gemma3_1b_it", "vllm_backend"): (1.0, 1.0),
+    ("llama3_2_1b_it", "hf_backend"): (1.0, 1.0),
+    ("llama3_2_1b_it", "vllm_backend"): (1.0, 1.0),
+    ("gpt_oss_20b", "hf_backend"): (1.0, 1.0),
+    ("gpt_oss_20b", "vllm_backend"): (1.0, 1.0),
+}
+
+
+@pytest.mark.parametrize(("model_key", "value"), sorted(SAMPLING))
+def test_the_generation_job_samples_as_the_noveltybench_sampling_switch_says(tmp_path, model_key, value):
+    job = _paper_generation_job(tmp_path, model_key, preset="release", switches={"noveltybench_sampling": value})
+    settings = job.settings()
+    assert (settings.temperature, settings.top_p) == SAMPLING[model_key, value]
+    assert job.generation()["fallback_applied"] == (value == "hf_backend" and model_key != "llama3_2_1b_it")
+    assert job.adapter.endswith(f"/adapters/{model_key}/soft")  # the condition's adapter on both paths
+
+
+def test_the_presets_sample_noveltybench_on_the_hf_path_and_at_temperature_1():
+    release, as_written = resolve({"preset": "release"}), resolve({"preset": "as_written"})
+    assert release["noveltybench_sampling"] == "hf_backend" and as_written["noveltybench_sampling"] == "vllm_backend"
+
+
+def test_vllm_backend_ignores_generation_defaults_and_hf_backend_follows_it(tmp_path):
+    switches = {"noveltybench_sampling": "vllm_backend", "generation_defaults": "checkpoint"}
+    job = _paper_generation_job(tmp_path, "qwen3_0p6b", preset="as_written", switches=switches)
+    assert (job.settings().temperature, job.settings().top_p) == (1.0, 1.0)
+    switches = {"noveltybench_sampling": "hf_backend", "generation_defaults": "exact"}
+    job = _paper_generation_job(tmp_path, "qwen3_0p6b", preset="release", switches=switches)
+    assert (job.settings().temperature, job.settings().top_p) == (1.0, 1.0)
+    assert _paper_generation_job(tmp_path, "qwen3_0p6b", preset="release").settings().temperature == 0.6
+
+
+@pytest.mark.parametrize(("value", "expected"), [("hf_backend", (0.6, 0.95)), ("vllm_backend", (1.0, 1.0))])
+def test_generate_samples_at_the_switchs_settings(tmp_path, briefly_trained_model, monkeypatch, value, expected):
+    """The tiny model with Qwen3's sampling fields in its generation config (its own token ids kept): `generate`
+    hands the sampler the settings the switch puts in force, and records them in provenance.json."""
+    folder = tmp_path / "tiny_as_qwen3"
+    shutil.copytree(briefly_trained_model, folder)
+    own = json.loads((folder / "generation_config.json").read_text())
+    sampling = {k: v for k, v in _published_generation_config("qwen3_0p6b").items() if "token" not in k}
+    (folder / "generation_config.json").write_text(json.dumps(own | sampling))
+    _write_prompts(tmp_path / "curated.jsonl", PROMPTS[:1])
+    seen = []
+
+    def recording(model, tokenizer, ids, settings, seed):
+        seen.append((settings.temperature, settings.top_p))
+        return ["an answer"] * settings.num_samples, np.ones(settings.num_samples, dtype=bool)
+
+    monkeypatch.setattr(noveltybench_run, "sample_texts", recording)
+    protocol = resolve({"switches": {"noveltybench_sampling": value}})
+    job = _generation_job(tmp_path, value, model=str(folder), tokenizer=str(folder), protocol=protocol)
+    generate(job)
+    assert seen == [expected]
+    provenance = json.loads((tmp_path / value / "provenance.json").read_text())
+    assert (provenance["generation"]["temperature"], provenance["generation"]["top_p"]) == expected
 
 
 def test_main_names_its_commands(capsys):

@@ -7,20 +7,24 @@ import numpy as np
 import pytest
 import torch
 
+import calibft.evals.open_ended as open_ended
 from calibft.core.io import read_jsonl
+from calibft.core.protocol import resolve
 from calibft.evals.open_ended import (
+    NORMALIZATIONS,
     first_token_probs,
     first_token_support,
     load_prompts,
     normalize,
     resampled_distinct,
     run,
+    sample_answers,
     sample_records,
     score,
     unique_fraction,
 )
 from calibft.evals.open_ended_job import OPEN_ENDED_THRESHOLDS, OpenEndedJob
-from calibft.lm.chat import ChatOptions, chat_prompt_ids
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.lm.models import load_model, load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
@@ -53,19 +57,48 @@ PROMPTS = [
         ('""', ""),
         ("", ""),
         ("<think>only reasoning</think>", ""),
+        ("<think>\n\n</think>\n\n Oslo\n", "Oslo"),  # Qwen3 with reasoning off: the template's empty block
     ],
 )
-def test_normalize(text, expected):
-    assert normalize(text) == expected
+@pytest.mark.parametrize("rule", NORMALIZATIONS)
+def test_normalize(text, expected, rule):
+    """Ordinary answers normalize alike under both values of `open_ended_normalization`."""
+    assert normalize(text, rule) == expected
+
+
+# (text, under `release`, under `strip_reasoning`): where the two rules part
+PARTING = [
+    ("Rome</think>Milan", "RomeMilan", "Milan"),  # a close tag without its opening: deleted / what follows kept
+    ("<THINK>maybe Rome</THINK>Paris", "Paris", "<THINK>maybe Rome</THINK>Paris"),  # the release ignores case
+    ("analysisThe user wants one city.assistantfinalLisbon", "analysisThe user wants one city.assistantfinalLisbon",
+     "Lisbon"),  # GPT-OSS decoded with special tokens skipped: only strip_reasoning knows its channels
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "release", "stripped"), PARTING)
+def test_normalize_parts_on_reasoning_tags(text, release, stripped):
+    assert normalize(text, "release") == release and normalize(text) == release  # release: the default
+    assert normalize(text, "strip_reasoning") == stripped
+
+
+def test_normalize_names_its_rules():
+    with pytest.raises(ValueError, match="rule must be one of"):
+        normalize("Paris", "lenient")
 
 
 def test_unique_fraction_by_hand():
     texts = ["Paris", '"Paris"', "paris", " Paris \nRome", "Rome", "", '""', "<think>x</think>", "Lyon", "Lyon"]
     # distinct non-empty: Paris, paris, Rome, Lyon -> 4 of 10 samples (empty answers count as samples, not answers)
-    assert unique_fraction(texts) == pytest.approx(0.4)
+    for rule in NORMALIZATIONS:
+        assert unique_fraction(texts, rule) == pytest.approx(0.4)
     assert unique_fraction(["a", "b"]) == 1.0
     assert unique_fraction([""]) == 0.0
     assert unique_fraction([]) is None
+    # "Rome</think>Milan" is RomeMilan (a third answer) for the release, Milan (the second again) for strip_reasoning
+    texts = ["Rome", "Milan", "Rome</think>Milan", "<THINK>x</THINK>Rome"]
+    assert unique_fraction(texts, "release") == pytest.approx(3 / 4)
+    assert unique_fraction(texts, "strip_reasoning") == pytest.approx(3 / 4)  # Rome, Milan, <THINK>x</THINK>Rome
+    assert unique_fraction(texts[:3], "strip_reasoning") == pytest.approx(2 / 3)
 
 
 def _support_loop(probs: np.ndarray, threshold: float) -> int:
@@ -142,16 +175,30 @@ def _job(root: Path, out: str, **changes) -> OpenEndedJob:
     return replace(job, **changes)
 
 
-def _scored(answers_by_prompt, supports, **bootstrap):
+def _scored(answers_by_prompt, supports, normalization="release", **bootstrap):
     """`score` of hand-made samples: per prompt its answers (as texts) and its support at every threshold."""
     prompts = [f"Name a random thing {i}. Output ONLY the answer." for i in range(len(answers_by_prompt))]
     records = [
         record
         for i, (prompt, texts) in enumerate(zip(prompts, answers_by_prompt, strict=True))
-        for record in sample_records(i, prompt, texts, np.ones(len(texts), dtype=bool))
+        for record in sample_records(i, prompt, texts, np.ones(len(texts), dtype=bool), normalization)
     ]
     rows = [{"prompt_index": i, "support": [s, s]} for i, s in enumerate(supports)]
-    return score(prompts, records, rows, [0.5, 0.9], 0.9, **bootstrap)
+    return score(prompts, records, rows, [0.5, 0.9], 0.9, normalization=normalization, **bootstrap)
+
+
+def test_score_and_records_normalize_by_the_rule():
+    texts = ["Rome</think>Milan", "Milan", "<THINK>a</THINK>Milan", "analysis x assistantfinalMilan"]
+    release = _scored([texts], [1], "release", replicates=20, bootstrap_seed=1)
+    stripped = _scored([texts], [1], "strip_reasoning", replicates=20, bootstrap_seed=1)
+    # release: RomeMilan, Milan, Milan, "analysis x assistantfinalMilan"; strip_reasoning: Milan, Milan,
+    # "<THINK>a</THINK>Milan", Milan
+    assert release["prompts"][0]["unique_fraction"] == pytest.approx(3 / 4)
+    assert stripped["prompts"][0]["unique_fraction"] == pytest.approx(2 / 4)
+    assert release["intervals"]["unique_fraction"] != stripped["intervals"]["unique_fraction"]
+    records = sample_records(0, "p", texts, np.ones(4, dtype=bool), "strip_reasoning")
+    assert [r["normalized"] for r in records] == ["Milan", "Milan", "<THINK>a</THINK>Milan", "Milan"]
+    assert [r["text"] for r in records] == texts  # the text as sampled, the normalization beside it
 
 
 def test_resampled_distinct_counts_the_distinct_non_empty_answers_of_each_resample():
@@ -314,9 +361,6 @@ def test_first_token_probs_in_the_logits_dtype(workdir):
 
 
 def test_run_passes_the_numerics_switch(workdir, monkeypatch):
-    import calibft.evals.open_ended as open_ended
-    from calibft.core.protocol import resolve
-
     seen = []
     real = open_ended.first_token_support
     monkeypatch.setattr(open_ended, "first_token_support", lambda p, t, n: seen.append(n) or real(p, t, n))
@@ -326,3 +370,45 @@ def test_run_passes_the_numerics_switch(workdir, monkeypatch):
         protocol = resolve({"switches": {"numerics": numerics}})
         run(_job(workdir, f"numerics_{numerics}", protocol=protocol, sampling=sampling))
         assert seen == [numerics] * len(PROMPTS)
+
+
+# the `open_ended_normalization` switch
+
+
+class _Decoder:
+    """A tokenizer whose ids decode to fixed texts: id i to TEXTS[i], as a model might write them."""
+
+    TEXTS = ("  Rome</think>Milan ", "<THINK>x</THINK>Oslo", "Lima")
+
+    def decode(self, ids, skip_special_tokens=False):
+        assert skip_special_tokens  # as the release's backend and calibft.lm.chat.decode_output decode
+        return "".join(self.TEXTS[i] for i in ids)
+
+
+def test_sample_answers_keep_the_reasoning_for_the_release_and_strip_it_otherwise(monkeypatch):
+    import calibft.lm.generation as generation
+
+    drawn = generation.Generations(token_ids=[[0], [1], [2]], finished=np.array([True, True, False]))
+    for module in (open_ended, generation):
+        monkeypatch.setattr(module, "sample", lambda model, ids, settings, stops, seed, progress=False: drawn)
+        monkeypatch.setattr(module, "stop_token_ids", lambda model, tokenizer: [9])
+    texts, finished = sample_answers(None, _Decoder(), [5], None, 0, "release")
+    assert texts == ["Rome</think>Milan", "<THINK>x</THINK>Oslo", "Lima"] and finished.tolist() == [True, True, False]
+    texts, _ = sample_answers(None, _Decoder(), [5], None, 0, "strip_reasoning")
+    assert texts == ["Milan", "<THINK>x</THINK>Oslo", "Lima"]
+    with pytest.raises(ValueError, match="rule must be one of"):
+        sample_answers(None, _Decoder(), [5], None, 0, "raw")
+
+
+def test_run_stores_what_each_rule_reads_from_the_same_draws(workdir, evaluated):
+    """Both rules draw the same tokens; the release's rule (the default) stores the text with its reasoning
+    tags, `strip_reasoning` without them, as the evaluation stored it before the switch existed."""
+    protocol = resolve({"switches": {"open_ended_normalization": "strip_reasoning"}})
+    run(_job(workdir, "strip_reasoning", protocol=protocol))
+    assert _job(workdir, "x").protocol["open_ended_normalization"] == "release"
+    release = read_jsonl(evaluated / "samples.jsonl.gz")
+    stripped = read_jsonl(workdir / "strip_reasoning" / "samples.jsonl.gz")
+    assert [strip_reasoning(r["text"]) for r in release] == [s["text"] for s in stripped]
+    assert any("<think>" in r["text"] for r in release)  # the briefly trained tiny model writes think tags
+    assert all(s["normalized"] == normalize(s["text"], "strip_reasoning") for s in stripped)
+    assert all(r["normalized"] == normalize(r["text"], "release") for r in release)

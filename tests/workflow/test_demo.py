@@ -13,6 +13,7 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from calibft.artifacts.registry import ARTIFACTS, planned, where
+from calibft.artifacts.reproduction import not_informative
 from calibft.core.io import read_jsonl
 from calibft.data.families import FAMILIES
 from calibft.data.granularity import read_costs
@@ -279,18 +280,33 @@ def test_demo_renders_every_table_and_figure_of_the_registry(demo_data):
     assert "Tiny (demo)" in (results / "tables" / f"{unseen_table.name}.md").read_text()
 
 
+# Informative cells within (calibft.artifacts.reproduction.informative) that each table must have: 3, but where the
+# recorded reference holds fewer. The hard-label ablation's two OOD W₁ cells deviated by up to 710 and 854 over the
+# six recorded runs, far more than their values (0.69 and 0.82), which leaves it two.
+INFORMATIVE_WITHIN = {"hard_label_ablation": 2}
+
+
 def test_demo_reproduces_its_recorded_reference(demo_data):
     """This machine's demo against the numbers that profiles/demo/reference.csv recorded: each cell with a
     recorded number reads within (our interval, widened by the recorded run-to-run deviation over seeds and CPU
-    feature sets, holds it), and every table has such cells."""
+    feature sets, holds it), and every table has at least 3 such cells that are informative (INFORMATIVE_WITHIN):
+    a cell whose recorded deviation is at least its value (OOD W₁ 0.470 ± 447) reads within short of a failure by
+    orders of magnitude, so it does not count."""
     reproduction = demo_data / "results" / "reproduction"
     summary = pd.read_csv(reproduction / "reproduction.csv").set_index("artifact")
     recorded = pd.read_csv(REPO / "profiles" / "demo" / "reference.csv")
     assert summary["cells"].to_dict() == recorded.groupby("artifact").size().to_dict()
     for name in summary.index:
         cells = pd.read_csv(reproduction / f"{name}.csv")
+        vacuous = not_informative(cells)
+        named = "; ".join(f"{c.row} / {c.column}: {c.reference} ± {c.tolerance:.3g}" for c in vacuous.itertuples())
         assert set(cells["verdict"]) <= {"within", "no reference"}, name
-        assert (cells["verdict"] == "within").sum() >= 3, name
+        assert summary.at[name, "not informative"] == len(vacuous), name
+        least = INFORMATIVE_WITHIN.get(name, 3)
+        assert summary.at[name, "informative within"] >= least, (
+            f"{name}: {summary.at[name, 'informative within']} informative cells within, fewer than {least}; "
+            f"not informative (tolerance >= |value|): {named or 'none'}"
+        )
 
 
 def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):

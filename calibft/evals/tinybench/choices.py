@@ -1,7 +1,9 @@
 """The log-likelihood tasks (MMLU, HellaSwag, TruthfulQA mc2, WinoGrande; docs/tinybench.md, Log-likelihood
-tasks): the (user message, continuation) request of each choice of an item (`choice_requests`), the
-log-likelihood of each continuation under the model (`continuation_logliks`), and the item's metric fields from
-those log-likelihoods (`score_choices`, with the per-task rules `argmax_accuracy`, `hellaswag_choice`, `mc2`)."""
+tasks): the (user message, continuation) request of each choice of an item (`choice_requests`), its token ids
+(`joint_request`: prompt and continuation encoded together), the log-likelihood of each continuation under the
+model (`continuation_logliks`, in the arithmetic `continuation_loglik` chooses by the `numerics` switch), and the
+item's metric fields from those log-likelihoods (`score_choices`, with the per-task rules `argmax_accuracy`,
+`hellaswag_choice`, `mc2`)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import torch
 
 from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE
 from calibft.evals.tinybench.tasks import item_field, task_spec
+from calibft.lm.chat import encode_prompt
 from calibft.lm.generation import inference, input_device
 from calibft.lm.models import padding_id
 
 LETTERS = ("A", "B", "C", "D")
+NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
 
 
 def argmax_accuracy(logliks: Sequence[float], target: int) -> int:
@@ -142,18 +146,54 @@ def score_choices(task: str, row: Mapping, logliks: Sequence[float]) -> dict:
     return record
 
 
+def joint_request(tokenizer, prompt: str, continuation: str, bos: str = "single") -> tuple[list[int], list[int]]:
+    """(context ids, continuation ids) of a formatted prompt and a continuation text.
+
+    `prompt + continuation` is encoded as one text (`encode_prompt` with `bos`) and cut after as many ids as
+    `prompt` encoded alone has: the context is the head, the continuation the tail. Where a token would span
+    the boundary, the cut falls by that count all the same. ValueError when the tail is empty.
+    """
+    n_prompt = len(encode_prompt(tokenizer, prompt, bos))
+    joint = encode_prompt(tokenizer, prompt + continuation, bos)
+    if len(joint) <= n_prompt:
+        raise ValueError(f"continuation {continuation!r} adds no token to the prompt's {n_prompt}")
+    return joint[:n_prompt], joint[n_prompt:]
+
+
+def continuation_loglik(logits: torch.Tensor, targets: torch.Tensor, numerics: str = "fp32") -> float:
+    """The summed log-probability of `targets` (n ids) under `logits` (n x vocab, row j predicting target j).
+
+    `fp32`: float32 log-softmax, the picked log-probabilities summed in float64. `logits_dtype`: the log-softmax
+    in the logits' own dtype, the picked log-probabilities gathered and summed in that dtype (a bf16 sum for bf16
+    logits).
+    """
+    if numerics not in NUMERICS:
+        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
+    if numerics == "logits_dtype":
+        log_probs = torch.log_softmax(logits, dim=-1)
+        return float(log_probs.gather(1, targets.unsqueeze(-1)).squeeze(-1).sum().item())
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    return log_probs.gather(-1, targets[:, None]).double().sum().item()
+
+
 def continuation_logliks(
-    model, tokenizer, requests: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int = TINYBENCH_BATCH_SIZE
+    model,
+    tokenizer,
+    requests: Sequence[tuple[Sequence[int], Sequence[int]]],
+    batch_size: int = TINYBENCH_BATCH_SIZE,
+    numerics: str = "fp32",
 ) -> list[float]:
     """log p(continuation | context) of each (context ids, continuation ids) request.
 
-    The float32 log-softmax of the logits at each continuation token, summed in float64. Requests run longest
-    first, `batch_size` at a time, right padded with an attention mask (padding follows every real token, so
-    causal attention keeps it out); only the logits from the batch's earliest continuation on are computed.
-    The model is in eval mode meanwhile.
+    Each request's logits at its continuation tokens make its `continuation_loglik` under `numerics`. Requests
+    run longest first, `batch_size` at a time, right padded with an attention mask (padding follows every real
+    token, so causal attention keeps it out); only the logits from the batch's earliest continuation on are
+    computed. The model is in eval mode meanwhile.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if numerics not in NUMERICS:
+        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
     rows = []
     for i, (context, continuation) in enumerate(requests):
         context, continuation = list(context), list(continuation)
@@ -180,7 +220,6 @@ def continuation_logliks(
             for r, i in enumerate(batch):
                 n_context, n_cont = len(rows[i][0]), len(rows[i][1])
                 start = n_context - 1 - first
-                log_probs = torch.log_softmax(logits[r, start : start + n_cont].float(), dim=-1)
-                targets = torch.tensor(rows[i][1], device=log_probs.device)
-                out[i] = log_probs.gather(-1, targets[:, None]).double().sum().item()
+                targets = torch.tensor(rows[i][1], device=logits.device)
+                out[i] = continuation_loglik(logits[r, start : start + n_cont], targets, numerics)
     return out

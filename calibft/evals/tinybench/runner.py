@@ -21,13 +21,13 @@ from calibft.core.checks import check_choice
 from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.evals.bootstrap import REPLICATES
 from calibft.evals.tinybench import gpirt
-from calibft.evals.tinybench.choices import choice_requests, continuation_logliks, score_choices
+from calibft.evals.tinybench.choices import choice_requests, continuation_logliks, joint_request, score_choices
 from calibft.evals.tinybench.generate import GREEDY, STOP_STRINGS, Decoding, generate_answers
 from calibft.evals.tinybench.gsm8k import GSM8K_EXTRACTIONS, gsm8k_answers
 from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.evals.tinybench.summary import gpirt_summary, summarize
 from calibft.evals.tinybench.tasks import TINYBENCH_TASKS, item_field, task_spec
-from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt, strip_reasoning
 
 # Items scored together and kept as one checkpoint of a resumable job.
 ITEMS_PER_CHECKPOINT = 25
@@ -46,32 +46,37 @@ def score_task(
     gsm8k_extraction: str,
     prompt_bos: str = "single",
     decoding: Decoding = GREEDY,
+    numerics: str = "fp32",
 ) -> list[dict]:
     """One record per item, in the given order: index (first_index + position), score, the task's metric
     fields and what they came from (log-likelihoods, or the generation and its answers). GSM8K answers are
     extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`) from answers decoded by
-    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.lm.chat.encode_prompt`)."""
+    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.lm.chat.encode_prompt`);
+    log-likelihoods are computed under `numerics` (`continuation_logliks`)."""
     check_choice("GSM8K extraction", gsm8k_extraction, GSM8K_EXTRACTIONS)
     if task_spec(task).loglik:
-        return _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, prompt_bos)
+        return _score_loglik_items(
+            model, tokenizer, options, task, items, batch_size, first_index, prompt_bos, numerics
+        )
     return _score_generated_items(
         model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, gsm8k_extraction, prompt_bos,
         decoding,
     )  # fmt: skip
 
 
-def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos) -> list[dict]:
-    """Every choice of every item in one batched `continuation_logliks` call; each prompt encoded once."""
+def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos, numerics) -> list[dict]:
+    """Every choice of every item in one batched `continuation_logliks` call; each user message formatted once,
+    each choice's ids from its formatted prompt and continuation encoded together (`joint_request`)."""
     metric = TINYBENCH_TASKS[task].metrics[0]
     per_item = [choice_requests(task, row) for row in items]
-    prompt_ids: dict[str, list[int]] = {}
+    prompts: dict[str, str] = {}
     requests = []
     for pairs in per_item:
         for message, continuation in pairs:
-            if message not in prompt_ids:
-                prompt_ids[message] = chat_prompt_ids(tokenizer, message, options, bos=bos)
-            requests.append((prompt_ids[message], tokenizer(continuation, add_special_tokens=False)["input_ids"]))
-    logliks = continuation_logliks(model, tokenizer, requests, batch_size)
+            if message not in prompts:
+                prompts[message] = format_prompt(tokenizer, message, options)
+            requests.append(joint_request(tokenizer, prompts[message], continuation, bos))
+    logliks = continuation_logliks(model, tokenizer, requests, batch_size, numerics)
     records, at = [], 0
     for k, (row, pairs) in enumerate(zip(items, per_item, strict=True)):
         fields = score_choices(task, row, logliks[at : at + len(pairs)])
@@ -150,6 +155,7 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
             gsm8k_extraction=job.protocol["gsm8k_extraction"],
             prompt_bos=job.protocol["prompt_bos"],
             decoding=GREEDY if TINYBENCH_TASKS[task].loglik else gsm8k_decoding(job, begin),
+            numerics=job.protocol["numerics"],
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task
