@@ -77,14 +77,25 @@ def _parser() -> argparse.ArgumentParser:
         help="instead, a run's tables folder (results/tables): its numbers of the tables the paper reports",
     )
     cmd.add_argument(
+        "--widen",
+        metavar="CSV",
+        help="instead, a recorded reference (profiles/demo/reference.csv) whose tolerances also cover the runs of "
+        "--spread: each keeps its value, its tolerance the largest of its own and its deviations over them",
+    )
+    cmd.add_argument(
         "--spread",
         nargs="+",
         default=(),
         metavar="TABLES",
-        help="with --record: other runs' tables folders (seeds, CPU feature sets); a number's tolerance is its "
-        "largest deviation over them",
+        help="with --record or --widen: other runs' tables folders (seeds, CPU feature sets); a number's tolerance "
+        "is its largest deviation over them",
     )
-    cmd.add_argument("--machine", metavar="JSON", help="with --record: write what produced the run to this file")
+    cmd.add_argument(
+        "--machine",
+        metavar="JSON",
+        help="with --record: write what produced the run to this file; with --widen: add what produced the --spread "
+        "runs to it",
+    )
     cmd = commands.add_parser(
         "memory",
         help="the estimated peak GPU memory of every GPU job, per model, against what it asks for (a markdown table)",
@@ -186,7 +197,17 @@ def _gpu_hours(args: argparse.Namespace) -> None:
 
 
 def _reference(args: argparse.Namespace) -> None:
-    if args.record is not None:
+    if args.widen is not None:
+        if not args.spread:
+            raise ValueError("--widen needs the runs to cover: --spread TABLES...")
+        reference_cells = reference.read_csv_file(args.widen)
+        sys.stdout.write(reference.to_csv(reproduction.widen(reference_cells, args.spread)))
+        if args.machine is not None:  # what the recorded run came from, and now what widened it
+            machine = Path(args.machine)
+            record = json.loads(machine.read_text()) if machine.exists() else {}
+            widened_by = record.get("widened_by", []) + [reproduction.recording_machine(t) for t in args.spread]
+            machine.write_text(json.dumps({**record, "widened_by": widened_by}, indent=2) + "\n")
+    elif args.record is not None:
         paper = reference.read_csv_file(REFERENCE / "paper.csv")
         names = [row.name for row in reference.compared_rows(ARTIFACTS, list(paper))]
         sys.stdout.write(reference.to_csv(reproduction.record(args.record, names, args.spread)))

@@ -18,6 +18,7 @@ from calibft.artifacts.reproduction import (
     table_cells,
     verdict,
     verdict_counts,
+    widened_reference,
 )
 from calibft.artifacts.tables import Table
 
@@ -154,6 +155,24 @@ def test_a_recorded_numbers_tolerance_is_its_largest_deviation_over_other_runs()
     assert [(c.row, c.tolerance) for c in cells] == [("Tiny", 0.25), ("Other", 0.0)]
     # a number of our run 0.2 away, whose interval misses the reference by 0.1, is within the tolerance
     assert verdict(cells[0].value, cells[0].tolerance, 0.7, 0.6, 0.8) == "within"
+
+
+def test_widening_a_recorded_reference_keeps_its_values_and_takes_the_larger_deviation():
+    recorded = recorded_reference(
+        {"main_ood": pd.DataFrame({"Model": ["Tiny", "Other", "Gone"], "A / Base": [0.5, 0.25, NAN]})},
+        [{"main_ood": pd.DataFrame({"Model": ["Tiny", "Other"], "A / Base": [0.75, 0.375]})}],
+    )
+    assert [c.tolerance for c in recorded] == [0.25, 0.125, 0.0]  # binary fractions: exact differences
+    runs = [
+        {"main_ood": pd.DataFrame({"Model": ["Tiny", "Other", "Gone"], "A / Base": [0.625, 0.75, 1.0]})},
+        {"main_ood": pd.DataFrame({"Model": ["Tiny"], "A / Base": [NAN]})},  # no number: no deviation
+    ]
+    widened = widened_reference(recorded, runs)
+    assert [(c.row, c.value, c.tolerance) for c in widened] == [
+        ("Tiny", 0.5, 0.25),  # its own tolerance (0.25) is larger than the new run's deviation (0.125)
+        ("Other", 0.25, 0.5),  # the new run lies 0.5 away
+        ("Gone", None, 0.0),  # a "---" stays one
+    ]
 
 
 def test_an_ablation_row_is_keyed_by_its_settings_within_its_model_block():

