@@ -88,7 +88,7 @@ def test_the_training_jobs_asked_slurm_for_their_gpus_and_got_them(slurm_demo):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Interrupted training: the demo's soft adapter trained again through profiles/slurm in copies of the demo's folder,
-# for one epoch instead of three (249 steps, not 747: `SHORTER`), all at once, each interrupted by the cluster after
+# for two epochs instead of three (498 steps, not 747: `SHORTER`), all at once, each interrupted by the cluster after
 # its first checkpoint (step 50), and each compared with the run that nothing interrupts (`REFERENCE`).
 #
 # The tiny model trains an epoch in seconds on an idle machine, so a test that only watched the checkpoints could
@@ -127,8 +127,10 @@ class Run:
         return json.loads((self.workdir / ADAPTER / "run.json").read_text())["attempts"]
 
 
-# every run's configuration over the demo's: the soft recipe for one epoch
-SHORTER = {"recipes": {"soft": {"epochs": 1}}}
+# every run's configuration over the demo's: the soft recipe for two epochs. After step 50 an interrupted run has
+# 448 steps left, several seconds even on a fast CPU: more than Slurm takes to kill it (with one epoch, a run on an
+# Intel Xeon trained its remaining 199 steps to the end before the requeue's kill reached it)
+SHORTER = {"recipes": {"soft": {"epochs": 2}}}
 REFERENCE = "gres_and_constraint"  # the run that nothing interrupts
 
 
@@ -312,12 +314,12 @@ def test_a_training_job_near_its_time_limit_checkpoints_stops_and_resumes_to_the
     assert_trained_as(run, status, interrupted[REFERENCE][0].workdir)
     first, _ = run.slurm_jobs()
     assert sacct(["State"], f"--jobs={first}")[0]["State"] == "FAILED"  # it stopped itself: no TIMEOUT
-    stopped = int(re.search(r"stopped after step (\d+) of 249", run.log)[1])
+    stopped = int(re.search(r"stopped after step (\d+) of 498", run.log)[1])
     assert [a["resumed_at_step"] for a in run.attempts()] == [0, stopped] and stopped >= 50
 
 
 def test_a_site_may_ask_for_gres_and_a_node_feature_instead_of_gpus(interrupted, slurm_demo):
-    """The reference run: one attempt, the epoch's 249 steps, and the demo's training where they share a step: the
+    """The reference run: one attempt, the two epochs' 498 steps, and the demo's training where they share a step: the
     same adapter configuration and the same first loss (the same weights on the same first batch)."""
     run, status = interrupted[REFERENCE]
     assert status == 0, run.output[-3000:]
@@ -325,7 +327,7 @@ def test_a_site_may_ask_for_gres_and_a_node_feature_instead_of_gpus(interrupted,
     steps, demo_steps = (
         read_jsonl(folder / ADAPTER / "train_log.jsonl") for folder in (run.workdir, slurm_demo.workdir)
     )
-    assert [r["step"] for r in steps] == list(range(1, 250)) and len(demo_steps) == 747
+    assert [r["step"] for r in steps] == list(range(1, 499)) and len(demo_steps) == 747
     assert steps[0]["loss"] == demo_steps[0]["loss"]
     configs = [json.loads((f / ADAPTER / "adapter_config.json").read_text()) for f in (run.workdir, slurm_demo.workdir)]
     assert {**configs[0], "target_modules": None} == {**configs[1], "target_modules": None}
