@@ -328,9 +328,9 @@ def test_offline_mode_will_fail_saying_to_unset_it(hub, monkeypatch):
 def test_a_subprocess_reaches_the_fake_hub_through_hf_endpoint(tmp_path):
     script = (
         "from calibft.pipeline.preflight_hub import ModelDownload, hub_checks\n"
-        "from calibft.pipeline.assets import _hub_token\n"
+        "from calibft.pipeline.assets import hub_token\n"
         "models = [ModelDownload('google/gemma-3-1b-it', 'main', 'resources/hf/models/google/gemma-3-1b-it')]\n"
-        "print('\\n'.join(c.line() for c in hub_checks(models, [], 'resources', _hub_token())))\n"
+        "print('\\n'.join(c.line() for c in hub_checks(models, [], 'resources', hub_token())))\n"
     )
     with serve(REPOS) as server:
         for token, status in [(None, WILL_FAIL), (ACCESS_TOKEN, OK)]:

@@ -32,7 +32,7 @@ import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from calibft.core.io import atomic_path
@@ -263,7 +263,7 @@ class HubDataset:
     gated: bool = False  # needs a Hugging Face token of an account that accepted the dataset's terms
 
 
-def _hub_token() -> str | None:
+def hub_token() -> str | None:
     from huggingface_hub import get_token
 
     return get_token()  # HF_TOKEN, or the token `hf auth login` stored
@@ -292,7 +292,7 @@ def export_dataset(dataset: HubDataset, out_file: str | os.PathLike, lock_dir: s
 
     page = f"https://huggingface.co/datasets/{dataset.path}"
     what = f"{dataset.path} ({dataset.name or 'default'} configuration, {dataset.split} split)"
-    token = _hub_token()
+    token = hub_token()
     if dataset.gated and token is None:
         raise AssetError(
             f"{what} is gated and no Hugging Face token is set: accept its terms at {page} with your account, "
@@ -421,6 +421,7 @@ class DownloadPlan:
     commit: str
     files: tuple[str, ...]
     total_bytes: int | None  # None when the Hub listed a file without its size
+    sizes: dict[str, int] = field(default_factory=dict, compare=False)  # {file: bytes} of those the Hub sized
 
 
 def download_plan(repo_id: str, revision: str, token: str | None = None) -> DownloadPlan:
@@ -440,7 +441,8 @@ def download_plan(repo_id: str, revision: str, token: str | None = None) -> Down
             f"{repo_id} at revision {revision} (commit {info.sha}) holds no file that a from_pretrained load reads "
             f"(configuration, tokenizer or weights): its files are {', '.join(f.name for f in listing) or 'none'}"
         )
-    return DownloadPlan(repo_id, info.sha, tuple(files), bytes_to_download(listing))
+    sizes = {f.name: f.size for f in listing if f.name in files and f.size is not None}
+    return DownloadPlan(repo_id, info.sha, tuple(files), bytes_to_download(listing), sizes)
 
 
 def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: str | os.PathLike | None = None) -> str:
@@ -481,7 +483,7 @@ def snapshot(repo_id: str, revision: str, folder: str | os.PathLike, lock_dir: s
     if message is not None:
         logging.getLogger(__name__).log(logging.WARNING if warning else logging.INFO, message)
     with _hub_errors(f"{repo_id} (revision {revision}, commit {commit})", gated, by_hand(commit)):
-        plan = download_plan(repo_id, commit, _hub_token())
+        plan = download_plan(repo_id, commit, hub_token())
         _same_commit(plan.commit, commit, f"the file listing of {repo_id}")
         logging.getLogger(__name__).info(
             "%s at commit %s: %d files, %s bytes (%s)", repo_id, commit, len(plan.files),

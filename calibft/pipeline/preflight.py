@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from calibft.core.repository import REPOSITORY
-from calibft.pipeline.assets import HubDataset
+from calibft.pipeline.assets import HubDataset, hub_token
 from calibft.pipeline.config import (
     DEFAULT_REVISION,
     SCHEMA,
@@ -169,10 +169,8 @@ def preflight(
         return checks
     models, datasets = downloads(config, jobs)
     if models or datasets:
-        from huggingface_hub import get_token
-
         in_workdir = [replace(model, folder=str(workdir / model.folder)) for model in models]
-        checks += hub_checks(in_workdir, datasets, workdir / "resources", get_token())
+        checks += hub_checks(in_workdir, datasets, workdir / "resources", hub_token())
     else:
         checks.append(Check(OK, "hub", "the plan downloads nothing from Hugging Face"))
     if profile_executor(profile) == "slurm":

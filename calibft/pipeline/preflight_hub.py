@@ -146,7 +146,7 @@ def model_finding(model: ModelDownload, token: str | None, unreachable: Exceptio
         return _failed(subject, [access])
     try:
         plan = download_plan(model.repo_id, model.revision, token)
-        present = present_bytes(model.folder, plan.files, lambda: _hub_sizes(model.repo_id, plan.commit, token))
+        present = present_bytes(model.folder, plan.files, lambda: plan.sizes)
     except Exception as err:  # each kind of failure becomes the line's finding, none stops the other checks
         return _failed(subject, _with_listing_failure(access, _failure(err, target, token)))
     needed = plan.total_bytes - present
@@ -232,14 +232,6 @@ def present_bytes(folder: str | os.PathLike, files: Sequence[str], hub_sizes: Ca
         return 0
     sizes = hub_sizes()
     return sum(sizes[name] for name in there if name in sizes and (folder / name).stat().st_size == sizes[name])
-
-
-def _hub_sizes(repo_id: str, commit: str, token: str | None) -> dict[str, int]:
-    """{path: bytes} of a model repository's files at `commit` (`download_plan` gives only their total)."""
-    from huggingface_hub import HfApi
-
-    info = HfApi().model_info(repo_id, revision=commit, files_metadata=True, token=token)
-    return {s.rfilename: s.size for s in info.siblings or [] if s.size is not None}
 
 
 def disk_check(downloads_root: str | os.PathLike, needed: int, unknown: Sequence[str], models_unknown: bool) -> Check:
