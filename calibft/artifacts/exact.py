@@ -23,12 +23,10 @@ from calibft.artifacts.formats import format_kl, format_three, format_w1
 from calibft.artifacts.runs import (
     SPLITS,
     Runs,
+    Titles,
     aggregate_bounds,
     aggregates,
-    condition_sentence,
-    conditions_of,
     read_runs_by_split,
-    titles,
 )
 from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
@@ -45,14 +43,12 @@ MASS_GROUP = "Mass on space ↑"
 def exact_table(
     metrics: Runs,
     split: str,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """Per model and condition: the exact normalized W₁ (family median), the exact KL on the space and over
     sequences, and the mass on the space. Best value of each metric per model in bold."""
     check_choice("split", split, SPLITS)
-    conditions = conditions_of(conditions, metrics)
+    conditions = titles.shown(metrics)
     keys = {
         W1_GROUP[split]: ("w1_norm", format_w1, True),
         KL_SPACE_GROUP: ("kl_on_space", format_kl, True),
@@ -67,7 +63,7 @@ def exact_table(
     where = "held-out distribution families" if split == "ood" else "unseen parameter settings of seen families"
     caption = (
         f"Exact structured evaluation on {where}: the model's probability of every value of the evaluation space, "
-        f"computed from its token trie instead of sampled. {condition_sentence(conditions, condition_titles)} "
+        f"computed from its token trie instead of sampled. {titles.sentence(conditions)} "
         "Exact W₁ is the normalized Wasserstein-1 distance of the model's distribution renormalized on the space, "
         "averaged within family and then aggregated with a median across families; KL on space is "
         "KL(target || model renormalized on the space) and KL sequences counts the mass off the space, both "
@@ -76,9 +72,7 @@ def exact_table(
         "has no finite value. Where the walk expanded part of the trie, [low, high] follows a value whose "
         "certified bounds are wider than its printed precision (∞: no upper bound)."
     )
-    return grouped_table(
-        groups, model_titles, condition_titles, f"tab:exact-structured-{split}", caption, bounds=bounds
-    )
+    return grouped_table(groups, titles, f"tab:exact-structured-{split}", caption, bounds=bounds)
 
 
 def _points(runs: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,9 +91,7 @@ def _points(runs: Mapping[str, Any], key: str) -> tuple[np.ndarray, np.ndarray, 
 
 def exact_figure(
     metrics_by_split: Mapping[str, Runs],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
     clip: float = W1_CLIP,
 ):
     """One panel per split (rows) and condition (columns), one point per prompt and model: the sampled
@@ -108,7 +100,7 @@ def exact_figure(
     splits = [split for split in SPLITS if split in metrics_by_split]
     if not splits:
         raise ValueError(f"metrics_by_split has none of the splits {SPLITS}")
-    conditions = list(dict.fromkeys(c for s in splits for c in conditions_of(conditions, metrics_by_split[s])))
+    conditions = list(dict.fromkeys(c for s in splits for c in titles.shown(metrics_by_split[s])))
     colors = condition_colors(conditions)
     figure, axes = plt.subplots(
         len(splits), len(conditions), figsize=(2.6 * len(conditions), 2.6 * len(splits)), squeeze=False,
@@ -120,7 +112,7 @@ def exact_figure(
             _panel(axes[row, column], runs, colors[condition], clip)
             inside, counted = within_counts(runs)
             inside = f"{inside}/{counted} within" if counted else "none on the space"
-            title = f"{condition_titles.get(condition, condition)} · {PANEL_TITLES[split]}\n{inside}"
+            title = f"{titles.condition(condition)} · {PANEL_TITLES[split]}\n{inside}"
             axes[row, column].set_title(title, fontsize=8)
     for ax in axes[-1]:
         ax.set_xlabel("exact normalized W₁", fontsize=8)
@@ -169,8 +161,8 @@ def _panel(ax, runs: Mapping[str, Any], color: str, clip: float) -> None:
 
 
 def render_exact_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return exact_table(read_runs(inputs["exact"], settings["runs"]), settings["split"], **titles(settings))
+    return exact_table(read_runs(inputs["exact"], settings["runs"]), settings["split"], Titles.of(settings))
 
 
 def render_exact_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
-    return exact_figure(read_runs_by_split(inputs["exact"], settings["splits"], settings["runs"]), **titles(settings))
+    return exact_figure(read_runs_by_split(inputs["exact"], settings["splits"], settings["runs"]), Titles.of(settings))

@@ -25,7 +25,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import NullFormatter, PercentFormatter
 
 from calibft.artifacts.figures import condition_colors
-from calibft.artifacts.runs import titles
+from calibft.artifacts.runs import Titles
 from calibft.core.io import read_jsonl, read_runs
 
 Metrics = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
@@ -86,8 +86,7 @@ def _size_label(size: float | None) -> str:
 
 def open_multi_threshold_figure(
     metrics: Metrics,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
     model_families: Mapping[str, str],
     model_sizes: Mapping[str, float | None],
     baseline: str = "base",
@@ -100,7 +99,7 @@ def open_multi_threshold_figure(
     points in its column."""
     for model, runs in metrics.items():
         if baseline not in runs:
-            raise ValueError(f"{model_titles.get(model, model)} ({model}) has no {baseline!r} run to compare with")
+            raise ValueError(f"{titles.model(model)} ({model}) has no {baseline!r} run to compare with")
     conditions = list(dict.fromkeys(c for runs in metrics.values() for c in runs if c != baseline))
     if not conditions:
         raise ValueError(f"no condition other than the baseline {baseline!r}")
@@ -112,7 +111,7 @@ def open_multi_threshold_figure(
     families = list(dict.fromkeys(model_families[m] for m in models))
     family_colors = {f: FAMILY_COLORS[i % len(FAMILY_COLORS)] for i, f in enumerate(families)}
     markers = _size_markers([model_sizes[m] for m in models])
-    base_title = condition_titles.get(baseline, baseline)
+    base_title = titles.condition(baseline)
 
     figure, axes = plt.subplots(
         len(rows), len(conditions), figsize=(3.3 * len(conditions) + 1.4, 6.6), squeeze=False, layout="constrained"
@@ -157,9 +156,9 @@ def open_multi_threshold_figure(
             ax.set_xlim(limits)
             ax.set_ylim(limits)
             ax.set_aspect("equal")
-            ax.set_title(f"{condition_titles.get(condition, condition)}: {short} up on {up}/{total} pairs", fontsize=8)
+            ax.set_title(f"{titles.condition(condition)}: {short} up on {up}/{total} pairs", fontsize=8)
             ax.set_xlabel(f"{base_title}: {label}", fontsize=7)
-            ax.set_ylabel(f"{condition_titles.get(condition, condition)}: {label}", fontsize=7)
+            ax.set_ylabel(f"{titles.condition(condition)}: {label}", fontsize=7)
             ax.tick_params(labelsize=7)
     family_handles = [
         Line2D([], [], linestyle="", marker="o", color=family_colors[f], label=f, markersize=6) for f in families
@@ -224,7 +223,7 @@ def _prompt_name(prompt: str) -> str:
 
 def open_qualitative_figure(
     panels: Sequence[tuple[str, str, Mapping[str, Counter]]],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
 ):
     """fig:appendix-open-qualitative: one panel per (model title, prompt, {condition: answer counts}), a row
     per model and a column per prompt (order of first appearance). Each panel shows, for the answers chosen by
@@ -271,7 +270,7 @@ def open_qualitative_figure(
         ax.set_ylim(len(labels) - 0.5, -0.5)  # the most frequent answer on top
         ax.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
         ax.set_xlabel("empirical frequency", fontsize=7)
-    handles = [Patch(color=colors[c], label=condition_titles.get(c, c)) for c in conditions]
+    handles = [Patch(color=colors[c], label=titles.condition(c)) for c in conditions]
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
 
@@ -283,7 +282,7 @@ def open_qualitative_figure(
 def render_open_multi_threshold_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
     return open_multi_threshold_figure(
         read_runs(inputs["open_ended"], settings["runs"]),
-        **titles(settings),
+        Titles.of(settings),
         model_families=settings["model_families"],
         model_sizes=settings["model_sizes"],
     )
@@ -292,11 +291,12 @@ def render_open_multi_threshold_figure(inputs: Mapping[str, Sequence[str]], sett
 def render_open_qualitative_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
     """A panel per qualitative model and prompt, from the samples of each model's conditions (model after
     model, conditions in order)."""
+    titles = Titles.of(settings)
     panels = []
     paths = iter(inputs["open_ended_samples"])
     for model in settings["qualitative"]["models"]:
         records = {condition: read_jsonl(next(paths)) for condition in settings["conditions"]}
         for prompt in settings["qualitative"]["prompts"]:
             counts = {condition: answer_counts(records[condition], prompt) for condition in settings["conditions"]}
-            panels.append((settings["model_titles"][model], prompt, counts))
-    return open_qualitative_figure(panels, settings["condition_titles"])
+            panels.append((titles.model(model), prompt, counts))
+    return open_qualitative_figure(panels, titles)

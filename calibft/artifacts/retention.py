@@ -46,15 +46,13 @@ from calibft.artifacts.figures import UNDEFINED_HATCH, bar_panels, condition_col
 from calibft.artifacts.formats import count_words, format_fixed, format_three
 from calibft.artifacts.runs import (
     TOLERANCE,
-    condition_sentence,
-    conditions_of,
+    Titles,
     first_seen,
     interval_frame,
     join_words,
     mean_interval,
     number,
     run_intervals,
-    titles,
     value_frame,
 )
 from calibft.artifacts.tables import Table, grouped_table
@@ -298,22 +296,20 @@ def _with_first_column(table: Table, title: str, shaded: Sequence[bool] | None =
 def retention_transfer_table(
     tinybench: Runs,
     paloma: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:retention-transfer-summary (`retention_transfer_summary`): per model, the mean TinyBenchmarks gp-IRT
     (bold: highest) and the pooled PALOMA perplexity (bold: lowest) of each condition. Rows: every model of
     either input, in order of first appearance; "---" where a run is missing."""
     models = first_seen(tinybench, paloma)
-    conditions = conditions_of(conditions, tinybench, paloma)
+    conditions = titles.shown(tinybench, paloma)
     gpirt = _gpirt(tinybench, models, conditions)
     pal = _paloma(paloma, models, conditions)
     tasks = join_words([TASK_TITLES[t] for t in gpirt.tasks]) or "TinyBenchmarks tasks"
     caption = (
         f"Retention summary. TinyBenchmarks gp-IRT (the mean over {tasks}) measures downstream retention; "
         f"PALOMA perplexity (over the {count_words(len(pal.slices))} evaluation slices pooled) measures held-out "
-        f"language-model fit. {condition_sentence(conditions, condition_titles)} Bold denotes the best value for "
+        f"language-model fit. {titles.sentence(conditions)} Bold denotes the best value for "
         "each metric; --- marks a missing run."
     )
     groups = [
@@ -325,22 +321,20 @@ def retention_transfer_table(
         METRIC_GROUPS["perplexity"]: run_intervals(paloma, models, conditions, "pooled/perplexity"),
     }
     label = "tab:retention-transfer-summary"
-    return grouped_table(groups, model_titles, condition_titles, label, caption, intervals)
+    return grouped_table(groups, titles, label, caption, intervals)
 
 
 def retention_table(
     tinybench: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:retention-summary (`retention_summary`): the paper's two panels stacked in one table. First one row
     per model, its gp-IRT averaged across the tasks; then one shaded row per task (in the paper's order), its
     gp-IRT averaged across all models ("---" when a model lacks it). Bold: the highest value of each row."""
     models = list(tinybench)
-    conditions = conditions_of(conditions, tinybench)
+    conditions = titles.shown(tinybench)
     gpirt = _gpirt(tinybench, models, conditions)
-    per_model = gpirt.mean.rename(index=lambda m: model_titles.get(m, m))
+    per_model = gpirt.mean.rename(index=lambda m: titles.model(m))
     per_task = _mean_over_models(gpirt.per_task, TASK_TITLES).reindex(columns=conditions)
     clash = set(per_model.index) & set(per_task.index)
     if clash:
@@ -357,52 +351,47 @@ def retention_table(
         "Retention results measured by TinyBenchmarks aggregate gp-IRT. The upper rows report one row per model, "
         f"averaging across the {count_words(len(gpirt.tasks))} TinyBenchmarks tasks; the shaded lower rows "
         f"report one row per task, averaging across {_the_models(len(models))}. Higher is "
-        f"better throughout. {condition_sentence(conditions, condition_titles)} Bold denotes the best value in "
+        f"better throughout. {titles.sentence(conditions)} Bold denotes the best value in "
         "each row; --- marks a missing run."
     )
     groups = [(GPIRT_GROUP, values, format_three, False)]
-    table = grouped_table(groups, {}, condition_titles, "tab:retention-summary", caption, {GPIRT_GROUP: spans})
+    rows_titled = dataclasses.replace(titles, model_titles={})  # the rows carry their titles already
+    table = grouped_table(groups, rows_titled, "tab:retention-summary", caption, {GPIRT_GROUP: spans})
     shaded = [False] * len(per_model) + [True] * len(per_task)
     return _with_first_column(dataclasses.replace(table, wide=False), "Model / Task", shaded)
 
 
 def paloma_model_table(
     paloma: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:paloma-model-summary (`paloma_model_summary`): per model, the pooled PALOMA perplexity and bits per
     byte of each condition (the paper's panels (a) and (b) as two column groups). Bold: the lowest of each metric
     per model."""
     models = list(paloma)
-    conditions = conditions_of(conditions, paloma)
+    conditions = titles.shown(paloma)
     pal = _paloma(paloma, models, conditions)
     caption = (
         "PALOMA aggregate results by model. Each row corresponds to one model and aggregates over the "
         f"{count_words(len(pal.slices))} PALOMA evaluation slices: perplexity and bits per byte of the summed "
         "token negative log-likelihood, scored tokens and bytes. Lower is better for both metrics. "
-        f"{condition_sentence(conditions, condition_titles)} Bold values denote the best reported result for "
+        f"{titles.sentence(conditions)} Bold values denote the best reported result for "
         "each metric; --- marks a missing run."
     )
     groups = [(METRIC_GROUPS[m], pal.pooled[m], METRIC_FORMATS[m], True) for m in METRICS]
     intervals = {METRIC_GROUPS[m]: run_intervals(paloma, models, conditions, f"pooled/{m}") for m in METRICS}
-    return grouped_table(groups, model_titles, condition_titles, "tab:paloma-model-summary", caption, intervals)
+    return grouped_table(groups, titles, "tab:paloma-model-summary", caption, intervals)
 
 
 def paloma_slice_table(
     paloma: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:paloma-slice-summary (`paloma_slice_summary`): per slice (in the paper's order), the mean across all
     models of each condition's perplexity and bits per byte of that slice (the mean of the per-model values;
-    "---" when a model lacks the run). Bold: the lowest of each metric per slice. `model_titles` is unused
-    (the rows are slices) and accepted for a signature like the other tables'."""
-    del model_titles
+    "---" when a model lacks the run). Bold: the lowest of each metric per slice."""
     models = list(paloma)
-    conditions = conditions_of(conditions, paloma)
+    conditions = titles.shown(paloma)
     pal = _paloma(paloma, models, conditions)
     groups = [
         (METRIC_GROUPS[m], _mean_over_models(pal.per_slice[m], SLICE_TITLES), METRIC_FORMATS[m], True) for m in METRICS
@@ -411,7 +400,7 @@ def paloma_slice_table(
         "PALOMA slice-level summary averaged across all evaluated models. Each row corresponds to one PALOMA "
         f"evaluation slice, and values are the mean across {_the_models(len(models))} for each "
         "condition (the mean of the per-model perplexities and bits per byte of that slice). Lower is better for "
-        f"both metrics. {condition_sentence(conditions, condition_titles)} Bold values denote the best reported "
+        f"both metrics. {titles.sentence(conditions)} Bold values denote the best reported "
         "result for each metric; --- marks a mean with a missing run."
     )
     intervals = {
@@ -420,7 +409,8 @@ def paloma_slice_table(
         )
         for m in METRICS
     }
-    table = grouped_table(groups, {}, condition_titles, "tab:paloma-slice-summary", caption, intervals)
+    rows_titled = dataclasses.replace(titles, model_titles={})  # the rows are slices, titled already
+    table = grouped_table(groups, rows_titled, "tab:paloma-slice-summary", caption, intervals)
     return _with_first_column(table, "Slice")
 
 
@@ -444,8 +434,7 @@ def _panel_figure(
     panels: Mapping[str, np.ndarray],
     models: Sequence[str],
     conditions: Sequence[str],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
     ylabel: str,
     log: bool,
     top: float | None = None,
@@ -457,7 +446,7 @@ def _panel_figure(
     colors = condition_colors(conditions)
     many = len(models) * len(conditions) > 12
     columns = min(len(panels), 2 if many else 3)
-    labels = [model_titles.get(m, m) for m in models]
+    labels = [titles.model(m) for m in models]
     figure, axes = bar_panels(len(panels), columns, labels, len(conditions))
     any_missing = False
     for i, (ax, (title, values)) in enumerate(zip(axes, panels.items(), strict=True)):
@@ -477,7 +466,7 @@ def _panel_figure(
         ax.set_title(title, fontsize=8)
         if i % columns == 0:
             ax.set_ylabel(ylabel, fontsize=8)
-    handles: list = [Patch(facecolor=colors[c], label=condition_titles.get(c, c)) for c in conditions]
+    handles: list = [Patch(facecolor=colors[c], label=titles.condition(c)) for c in conditions]
     if any_missing:
         handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label="missing"))
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
@@ -486,26 +475,22 @@ def _panel_figure(
 
 def gpirt_per_task_figure(
     tinybench: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ):
     """fig:appendix-retention-gpirt-per-task (`appendix_retention_gpirt_per_task`): one panel
     per task in the paper's order, titled by the task, with one bar per condition for each model; gp-IRT on a
     linear axis from 0 to at least 1."""
     models = list(tinybench)
-    conditions = conditions_of(conditions, tinybench)
+    conditions = titles.shown(tinybench)
     gpirt = _gpirt(tinybench, models, conditions)
     panels = {TASK_TITLES[task]: gpirt.per_task[task].to_numpy(dtype=float) for task in gpirt.tasks}
-    return _panel_figure(panels, models, conditions, model_titles, condition_titles, "gp-IRT", log=False, top=1.0)
+    return _panel_figure(panels, models, conditions, titles, "gp-IRT", log=False, top=1.0)
 
 
 def paloma_figure(
     paloma: Runs,
     metric: str,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ):
     """fig:appendix-paloma-perplexity / fig:appendix-paloma-bpb: one panel per
     PALOMA slice in the paper's order, titled by the slice, with one bar per condition for each model. Each
@@ -513,7 +498,7 @@ def paloma_figure(
     smallest across the figure, bits per byte always on linear axes from 0."""
     check_choice("metric", metric, METRICS)
     models = list(paloma)
-    conditions = conditions_of(conditions, paloma)
+    conditions = titles.shown(paloma)
     pal = _paloma(paloma, models, conditions)
     panels = {SLICE_TITLES[name]: pal.per_slice[metric][name].to_numpy(dtype=float) for name in pal.slices}
     log = False
@@ -521,7 +506,7 @@ def paloma_figure(
         finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in panels.values()])
         log = finite.size > 0 and float(finite.max()) >= LOG_RANGE * float(finite.min())
     ylabel = METRIC_LABELS[metric] + (" (log)" if log else "")
-    return _panel_figure(panels, models, conditions, model_titles, condition_titles, ylabel, log=log)
+    return _panel_figure(panels, models, conditions, titles, ylabel, log=log)
 
 
 # ---------------------------------------------------------------------------------------------- renderers
@@ -534,24 +519,24 @@ def _read(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any], name
 
 def render_retention_transfer_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
     tinybench, paloma = (_read(inputs, settings, name) for name in ("tinybench", "paloma"))
-    return retention_transfer_table(tinybench, paloma, **titles(settings))
+    return retention_transfer_table(tinybench, paloma, Titles.of(settings))
 
 
 def render_retention_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return retention_table(_read(inputs, settings, "tinybench"), **titles(settings))
+    return retention_table(_read(inputs, settings, "tinybench"), Titles.of(settings))
 
 
 def render_paloma_model_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return paloma_model_table(_read(inputs, settings, "paloma"), **titles(settings))
+    return paloma_model_table(_read(inputs, settings, "paloma"), Titles.of(settings))
 
 
 def render_paloma_slice_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return paloma_slice_table(_read(inputs, settings, "paloma"), **titles(settings))
+    return paloma_slice_table(_read(inputs, settings, "paloma"), Titles.of(settings))
 
 
 def render_gpirt_per_task_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
-    return gpirt_per_task_figure(_read(inputs, settings, "tinybench"), **titles(settings))
+    return gpirt_per_task_figure(_read(inputs, settings, "tinybench"), Titles.of(settings))
 
 
 def render_paloma_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
-    return paloma_figure(_read(inputs, settings, "paloma"), settings["metric"], **titles(settings))
+    return paloma_figure(_read(inputs, settings, "paloma"), settings["metric"], Titles.of(settings))

@@ -2,13 +2,14 @@
 summary.json each, `calibft.core.io.read_runs`), their models and conditions in order, their numbers as floats
 (`number`; TOLERANCE: how far a stored number may be from a renderer's recomputation of it), models × conditions
 frames of their values (`aggregates` of one split's runs, `value_frame` of any cell), their bootstrap intervals
-(a run's own, or a mean's over models from the runs' paired replicates), and the sentence of a caption that says
-what each condition is."""
+(a run's own, or a mean's over models from the runs' paired replicates), and what a table or figure prints for its
+models and conditions (`Titles`: their titles, the conditions shown, the caption's sentence on each condition)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -133,16 +134,38 @@ def first_seen(*mappings: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(key for mapping in mappings for key in mapping))
 
 
-def conditions_of(conditions: Sequence[str] | None, *runs: Runs) -> list[str]:
-    """The given conditions, or every condition of any model of any input, in order of first appearance."""
-    if conditions is not None:
-        return list(conditions)
-    return list(dict.fromkeys(c for mapping in runs for model_runs in mapping.values() for c in model_runs))
+@dataclass(frozen=True)
+class Titles:
+    """What a table or figure prints for each model and condition, and the conditions it shows, in order (None:
+    every condition of the runs it reads, in order of first appearance)."""
 
+    model_titles: Mapping[str, str]
+    condition_titles: Mapping[str, str]
+    conditions: tuple[str, ...] | None = None
 
-def titles(settings: Mapping[str, Any]) -> dict[str, Mapping[str, str]]:
-    """The models' and conditions' titles of a renderer's settings, as the table and figure builders take them."""
-    return {"model_titles": settings["model_titles"], "condition_titles": settings["condition_titles"]}
+    @classmethod
+    def of(cls, settings: Mapping[str, Any], conditions: Sequence[str] | None = None) -> Titles:
+        """The titles of a renderer's settings, showing `conditions` (None: every condition of the runs)."""
+        shown = None if conditions is None else tuple(conditions)
+        return cls(settings["model_titles"], settings["condition_titles"], shown)
+
+    def model(self, model: str) -> str:
+        return self.model_titles.get(model, model)
+
+    def condition(self, condition: str) -> str:
+        return self.condition_titles.get(condition, condition)
+
+    def shown(self, *runs: Runs) -> list[str]:
+        """The conditions to show: the given ones, or every condition of any model of `runs`, in order of first
+        appearance."""
+        if self.conditions is not None:
+            return list(self.conditions)
+        return list(dict.fromkeys(c for mapping in runs for model_runs in mapping.values() for c in model_runs))
+
+    def sentence(self, conditions: Sequence[str]) -> str:
+        """`Base denotes the original checkpoint, Soft the soft-target ..., and Hard the hard-target ....`"""
+        parts = [f"{self.condition(c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions]
+        return join_words(parts) + "." if parts else ""
 
 
 def read_runs_by_split(
@@ -159,9 +182,3 @@ def join_words(parts: Sequence[str]) -> str:
     if len(parts) <= 2:
         return " and ".join(parts)
     return ", ".join(parts[:-1]) + ", and " + parts[-1]
-
-
-def condition_sentence(conditions: Sequence[str], condition_titles: Mapping[str, str]) -> str:
-    """`Base denotes the original checkpoint, Soft the soft-target ..., and Hard the hard-target ....`"""
-    parts = [f"{condition_titles.get(c, c)} {CONDITION_TEXT.get(c, f'the {c} checkpoint')}" for c in conditions]
-    return join_words(parts) + "." if parts else ""

@@ -43,15 +43,13 @@ from calibft.artifacts.figures import (
 from calibft.artifacts.formats import count_words, format_kl, format_number, format_rate, format_w1
 from calibft.artifacts.runs import (
     SPLITS,
+    Titles,
     aggregate_intervals,
     aggregates,
     check_run,
-    condition_sentence,
-    conditions_of,
     first_seen,
     number,
     read_runs_by_split,
-    titles,
 )
 from calibft.artifacts.tables import Table, grouped_table
 from calibft.core.checks import check_choice
@@ -122,21 +120,19 @@ def _split_text(split: str, metrics: Metrics) -> tuple[str, str]:
 def structured_table(
     metrics: Metrics,
     split: str,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:main-ood / tab:main-unseen: per model, the family-median normalized W₁, the logit KL and the valid
     rate of each condition (by default every condition in `metrics`, in order). The best value of each metric
     per model is bold (lowest W₁ and KL, highest valid rate; ties as printed all bold)."""
     check_choice("split", split, SPLITS)
-    conditions = conditions_of(conditions, metrics)
+    conditions = titles.shown(metrics)
     keys = {W1_GROUP[split]: "w1_norm", KL_GROUP: "logit_kl", VALID_GROUP: "valid_rate"}
     w1, kl, valid = (aggregates(metrics, key, split, conditions) for key in keys.values())
     intervals = {group: aggregate_intervals(metrics, key, split, conditions) for group, key in keys.items()}
     what, over = _split_text(split, metrics)
     caption = (
-        f"Structured-sampling results on {what}. For each model, {condition_sentence(conditions, condition_titles)} "
+        f"Structured-sampling results on {what}. For each model, {titles.sentence(conditions)} "
         f"{W1_GROUP[split][:-2]} is the Q₉₅-Q₀₅ normalized Wasserstein-1 distance, averaged within family and then "
         f"aggregated across families with a median {over}; Logit KL is the corresponding trie-based "
         "logit-evaluation average against the shared evaluation target; Valid rate is the fraction of generations "
@@ -148,7 +144,7 @@ def structured_table(
         (KL_GROUP, kl, format_kl, True),
         (VALID_GROUP, valid, format_rate, False),
     ]
-    return grouped_table(groups, model_titles, condition_titles, f"tab:main-{split}", caption, intervals)
+    return grouped_table(groups, titles, f"tab:main-{split}", caption, intervals)
 
 
 def _ssot_runs(ssot_metrics: Mapping[str, Mapping[str, Any]], models: Sequence[str]) -> Metrics:
@@ -168,14 +164,14 @@ def ssot_table(
     metrics: Metrics,
     ssot_metrics: Mapping[str, Mapping[str, Any]],
     split: str,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] = ("base", "soft"),
+    titles: Titles,
 ) -> Table:
-    """tab:ssot-structured-ood / -unseen: W₁ and valid rate of `conditions` (from `metrics[model]`) next to the
-    SSOT baseline (`ssot_metrics[model]`: that model's SSOT metrics.json). Rows: the models of `metrics`; a
-    model without an SSOT run shows "---". Nothing bold, as in the paper."""
+    """tab:ssot-structured-ood / -unseen: W₁ and valid rate of the conditions `titles` shows (base and soft where
+    it names none; from `metrics[model]`) next to the SSOT baseline (`ssot_metrics[model]`: that model's SSOT
+    metrics.json). Rows: the models of `metrics`; a model without an SSOT run shows "---". Nothing bold, as in the
+    paper."""
     check_choice("split", split, SPLITS)
+    conditions = titles.conditions or ("base", "soft")
     models = list(metrics)
     ssot = _ssot_runs(ssot_metrics, models)
 
@@ -189,14 +185,15 @@ def ssot_table(
     intervals = {group: with_ssot(aggregate_intervals, key) for group, key in keys.items()}
     what, _ = _split_text(split, metrics)
     samples = _samples_text([runs["ssot"] for runs in ssot.values() if "ssot" in runs])
-    names = ", ".join(condition_titles.get(c, c) for c in conditions)
+    names = ", ".join(titles.condition(c) for c in conditions)
+    ssot_title = titles.condition_titles.get("ssot", "SSOT")
     caption = (
-        f"Structured-sampling comparison on {what} between {names}, and the {condition_titles.get('ssot', 'SSOT')} "
+        f"Structured-sampling comparison on {what} between {names}, and the {ssot_title} "
         f"inference-time baseline. {f'SSOT uses {samples} generations per prompt. ' if samples else ''}"
         "Lower W₁ and higher valid rate are better; --- indicates an undefined aggregate W₁."
     )
     groups = [(W1_GROUP[split], w1, format_w1, None), (VALID_GROUP, valid, format_rate, None)]
-    return grouped_table(groups, model_titles, condition_titles, f"tab:ssot-structured-{split}", caption, intervals)
+    return grouped_table(groups, titles, f"tab:ssot-structured-{split}", caption, intervals)
 
 
 # ---------------------------------------------------------------------------------------------- bar charts
@@ -221,13 +218,13 @@ def _limits(values: Sequence[np.ndarray], clip: float | None) -> dict[str, Any]:
 def _legend_handles(
     conditions: Sequence[str],
     colors: Mapping[str, str],
-    titles: Mapping[str, str],
+    titles: Titles,
     clipped: float | None,
     values: Iterable[np.ndarray],
 ) -> list:
     """The conditions' colours; the hatch and the clipping line only when some bar shows them (an undefined
     value among `values`, a clipped one)."""
-    handles: list = [Patch(facecolor=colors[c], label=titles.get(c, c)) for c in conditions]
+    handles: list = [Patch(facecolor=colors[c], label=titles.condition(c)) for c in conditions]
     if any(not np.isfinite(v).all() for v in values):
         label = "undefined (no finite value)"
         handles.append(Patch(fill=False, hatch=UNDEFINED_HATCH, edgecolor="#555555", label=label))
@@ -239,9 +236,7 @@ def _legend_handles(
 
 def structured_sampling_figure(
     metrics_by_split: Mapping[str, Metrics],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
     clip: float = W1_CLIP,
 ):
     """fig:main-structured-sampling (`main_structured_sampling`): family-median normalized W₁ per model and
@@ -250,7 +245,7 @@ def structured_sampling_figure(
     if not splits:
         raise ValueError(f"metrics_by_split has none of the splits {SPLITS}")
     models = first_seen(*(metrics_by_split[s] for s in splits))
-    conditions = list(dict.fromkeys(c for s in splits for c in conditions_of(conditions, metrics_by_split[s])))
+    conditions = list(dict.fromkeys(c for s in splits for c in titles.shown(metrics_by_split[s])))
     values = {
         split: aggregates(metrics_by_split[split], "w1_norm", split, conditions)
         .reindex(index=models)
@@ -266,7 +261,7 @@ def structured_sampling_figure(
     figure, axes = plt.subplots(
         1, len(splits), figsize=(width * len(splits), 3.6), sharey=True, squeeze=False, layout="constrained"
     )
-    labels = [model_titles.get(m, m) for m in models]
+    labels = [titles.model(m) for m in models]
     for ax, split in zip(axes[0], splits, strict=True):
         grouped_bars(
             ax, values[split], bar_colors, labels, log=True, rotation=panel_label_rotation(labels, angle=45.0), **limits
@@ -274,7 +269,7 @@ def structured_sampling_figure(
         ax.set_title(PANEL_TITLES[split], fontsize=9)
     axes[0, 0].set_ylabel("family-median normalized W₁ (log)", fontsize=8)
     shown_clip = clip if limits["clipped"] else None
-    handles = _legend_handles(conditions, colors, condition_titles, shown_clip, values.values())
+    handles = _legend_handles(conditions, colors, titles, shown_clip, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
     return figure
 
@@ -323,9 +318,7 @@ def per_distribution_figure(
     metrics: Metrics,
     split: str,
     key: str,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
     clip: float | None = W1_CLIP,
     w1_within_family: str = "mean",
 ):
@@ -337,24 +330,24 @@ def per_distribution_figure(
     check_choice("split", split, SPLITS)
     check_choice("key", key, KEY_LABELS)
     models = list(metrics)
-    conditions = conditions_of(conditions, metrics)
+    conditions = titles.shown(metrics)
     within = w1_within_family if key == "w1_norm" else "mean"
-    titles, values = _panel_values(metrics, split, key, models, conditions, within)
-    if not titles:
+    panel_titles, values = _panel_values(metrics, split, key, models, conditions, within)
+    if not panel_titles:
         raise ValueError(f"{split}: no run reports any {key}")
     clip = clip if key == "w1_norm" else None
     colors = condition_colors(conditions)
     bar_colors = [colors[c] for c in conditions]
     many = len(models) * len(conditions) > 12
-    columns = min(len(titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
-    labels = [model_titles.get(m, m) for m in models]
+    columns = min(len(panel_titles), (2 if many else 3) if split == "ood" else (3 if many else 4))
+    labels = [titles.model(m) for m in models]
     rotation = panel_label_rotation(labels)
-    figure, axes = bar_panels(len(titles), columns, labels, len(conditions))
+    figure, axes = bar_panels(len(panel_titles), columns, labels, len(conditions))
     any_clipped = False
-    for i, (ax, title) in enumerate(zip(axes, titles, strict=True)):
+    for i, (ax, title) in enumerate(zip(axes, panel_titles, strict=True)):
         limits = _limits([values[title]], clip)
         any_clipped |= limits["clipped"]
-        bottom_row = i + columns >= len(titles)
+        bottom_row = i + columns >= len(panel_titles)
         grouped_bars(
             ax, values[title], bar_colors, labels, log=True, rotation=rotation, show_labels=bottom_row, **limits
         )
@@ -362,7 +355,7 @@ def per_distribution_figure(
         if i % columns == 0:
             # held-out families: the mean (or median) over each family's configurations
             ax.set_ylabel((f"family-{within} " if split == "ood" else "") + KEY_LABELS[key], fontsize=8)
-    handles = _legend_handles(conditions, colors, condition_titles, clip if any_clipped else None, values.values())
+    handles = _legend_handles(conditions, colors, titles, clip if any_clipped else None, values.values())
     figure.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=8, frameon=False)
     return figure
 
@@ -445,7 +438,7 @@ def _mark_clipped(ax, density: np.ndarray, edges: np.ndarray, top: float, color:
 
 def qualitative_figure(
     panels: Sequence[tuple[str, Prompt, Mapping[str, np.ndarray]]],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
     title: str | None = None,
     columns: int = 4,
 ):
@@ -474,7 +467,7 @@ def qualitative_figure(
         notes = []
         for j, (condition, values) in enumerate(samples.items()):
             density, outside = heights[condition]
-            color, name = colors[condition], condition_titles.get(condition, condition)
+            color, name = colors[condition], titles.condition(condition)
             _draw_samples(ax, density, edges, fam.integer, (j, len(samples)), color=color)
             share = _mark_clipped(ax, density, edges, top, color)
             if share is not None:
@@ -506,7 +499,7 @@ def qualitative_figure(
         ax.set_visible(False)
     handles = [Line2D([], [], color="black", linewidth=1.3, label="Target")]
     handles += [
-        Patch(facecolor=colors[c], alpha=0.6, edgecolor=colors[c], label=condition_titles.get(c, c)) for c in conditions
+        Patch(facecolor=colors[c], alpha=0.6, edgecolor=colors[c], label=titles.condition(c)) for c in conditions
     ]
     figure.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     if title:
@@ -519,7 +512,7 @@ def qualitative_figure(
 
 
 def render_structured_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return structured_table(read_runs(inputs["structured"], settings["runs"]), settings["split"], **titles(settings))
+    return structured_table(read_runs(inputs["structured"], settings["runs"]), settings["split"], Titles.of(settings))
 
 
 def render_ssot_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
@@ -528,12 +521,12 @@ def render_ssot_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str
         for model, path in zip(settings["models"], inputs["ssot"], strict=True)
     }
     metrics = read_runs(inputs["structured"], settings["runs"])
-    return ssot_table(metrics, ssot, settings["split"], **titles(settings), conditions=settings["ssot_conditions"])
+    return ssot_table(metrics, ssot, settings["split"], Titles.of(settings, settings["ssot_conditions"]))
 
 
 def render_structured_sampling_figure(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]):
     return structured_sampling_figure(
-        read_runs_by_split(inputs["structured"], settings["splits"], settings["runs"]), **titles(settings)
+        read_runs_by_split(inputs["structured"], settings["splits"], settings["runs"]), Titles.of(settings)
     )
 
 
@@ -541,7 +534,7 @@ def render_per_distribution_figure(inputs: Mapping[str, Sequence[str]], settings
     metrics = read_runs(inputs["structured"], settings["runs"])
     within = settings["w1_within_family"]
     return per_distribution_figure(
-        metrics, settings["split"], settings["metric"], **titles(settings), w1_within_family=within
+        metrics, settings["split"], settings["metric"], Titles.of(settings), w1_within_family=within
     )
 
 
@@ -552,8 +545,8 @@ def render_qualitative_figure(inputs: Mapping[str, Sequence[str]], settings: Map
     for path, (model, condition, prompt_id) in zip(inputs["samples"], settings["panels"], strict=True):
         grouped.setdefault((model, prompt_id), {})[condition] = valid_values(path).get(prompt_id, [])
     ood = prompts("ood")
+    titles = Titles.of(settings)
     panels = [
-        (settings["model_titles"][model], select(ood, [prompt_id])[0], samples)
-        for (model, prompt_id), samples in grouped.items()
+        (titles.model(model), select(ood, [prompt_id])[0], samples) for (model, prompt_id), samples in grouped.items()
     ]
-    return qualitative_figure(panels, settings["condition_titles"])
+    return qualitative_figure(panels, titles)

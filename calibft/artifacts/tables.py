@@ -25,6 +25,7 @@ import pandas as pd
 
 from calibft.artifacts.formats import format_number
 from calibft.artifacts.registry import table_name
+from calibft.artifacts.runs import Titles
 from calibft.core.io import atomic_path
 
 Format = str | Callable[[Any], str]
@@ -194,8 +195,7 @@ def best_cells(values: pd.DataFrame, fmt: Callable[[float], str], lowest: bool) 
 
 def grouped_table(
     groups: Sequence[tuple[str, pd.DataFrame, Callable[[float], str], bool | None]],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
     label: str,
     caption: str,
     intervals: Mapping[str, pd.DataFrame] | None = None,
@@ -205,7 +205,7 @@ def grouped_table(
     `intervals` gives a group's [low, high] per model and condition (`calibft.artifacts.runs.aggregate_intervals`),
     `bounds` its certified bounds (`calibft.artifacts.runs.aggregate_bounds`)."""
     models = list(groups[0][1].index)
-    columns: dict[tuple[str, str], Any] = {("", "Model"): [model_titles.get(m, m) for m in models]}
+    columns: dict[tuple[str, str], Any] = {("", "Model"): [titles.model(m) for m in models]}
     bold: dict[tuple[str, str], Any] = {("", "Model"): [False] * len(models)}
     spans: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
     certified: dict[tuple[str, str], Any] = {("", "Model"): [None] * len(models)}
@@ -215,7 +215,7 @@ def grouped_table(
             best_cells(values, fmt, lowest) if lowest is not None else pd.DataFrame(False, values.index, values.columns)
         )
         for condition in values.columns:
-            column = (group, condition_titles.get(condition, condition))
+            column = (group, titles.condition(condition))
             if column in columns:
                 raise ValueError(f"{label}: two conditions are titled {column[1]!r} in {group!r}")
             columns[column] = values[condition].to_numpy(dtype=float)

@@ -35,13 +35,11 @@ from calibft.artifacts.formats import format_fixed, format_rate, format_three
 from calibft.artifacts.runs import (
     TOLERANCE,
     Interval,
-    condition_sentence,
-    conditions_of,
+    Titles,
     first_seen,
     interval_frame,
     number,
     run_intervals,
-    titles,
     value_frame,
 )
 from calibft.artifacts.tables import Table, grouped_table, latex_escape, table_name
@@ -253,13 +251,11 @@ def _present_splits(summaries: Mapping[Any, Mapping[str, Any]]) -> list[str]:
 
 def mcq_table(
     mcq: Runs,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:mcq-summary (`mcq_summary`): per model, the MCQ parse rate (bold: highest) and the TV distance of the
     answer positions from uniform (bold: lowest) of each condition; "---" where nothing parsed or not run."""
-    models, conditions = list(mcq), conditions_of(conditions, mcq)
+    models, conditions = list(mcq), titles.shown(mcq)
     rate, tv = _mcq_frames(mcq, models, conditions)
     counts = {int(run["n"]) for runs in mcq.values() for run in runs.values()}
     caption = (
@@ -268,7 +264,7 @@ def mcq_table(
         "MCQ parse rate is the fraction of generations that can be parsed as MCQs with a question, four A/B/C/D "
         "options, and a correct-answer field in A/B/C/D. MCQ TV is the total variation distance between "
         "answer-position frequencies and the uniform distribution over parseable generations, and is omitted "
-        f"(---) when no generation is parseable. {condition_sentence(conditions, condition_titles)} "
+        f"(---) when no generation is parseable. {titles.sentence(conditions)} "
         "Bold: the best value of each metric per model."
     )
     groups = [(PARSE_GROUP, rate, format_rate, False), (TV_GROUP, tv, format_three, True)]
@@ -276,19 +272,17 @@ def mcq_table(
         PARSE_GROUP: run_intervals(mcq, models, conditions, "parse_rate"),
         TV_GROUP: run_intervals(mcq, models, conditions, "tv"),
     }
-    return grouped_table(groups, model_titles, condition_titles, "tab:mcq-summary", caption, intervals)
+    return grouped_table(groups, titles, "tab:mcq-summary", caption, intervals)
 
 
 def noveltybench_table(
     scores: Scores,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:noveltybench-summary (`noveltybench_summary`): per model, the mean distinct count and mean utility of
     each condition on each split present (curated, then WildChat), recomputed from the per-prompt rows. Bold:
     the highest value of each metric per model."""
-    models, conditions = list(scores), conditions_of(conditions, scores)
+    models, conditions = list(scores), titles.shown(scores)
     summaries = _novelty_summaries(scores, models, conditions)
     splits = _present_splits(summaries)
     if not splits:
@@ -319,19 +313,17 @@ def noveltybench_table(
     caption = (
         "NoveltyBench split-level summary across all evaluated models. Distinct is the mean number of semantic "
         "partitions per prompt, and Utility is the benchmark's patience-discounted reward-based score, averaged "
-        f"over the prompts of each split ({over}). {condition_sentence(conditions, condition_titles)} "
+        f"over the prompts of each split ({over}). {titles.sentence(conditions)} "
         "Bold values denote the best reported result for each metric."
     )
-    return grouped_table(groups, model_titles, condition_titles, "tab:noveltybench-summary", caption, intervals)
+    return grouped_table(groups, titles, "tab:noveltybench-summary", caption, intervals)
 
 
 def generative_distribution_table(
     open_ended: Runs,
     mcq: Runs,
     scores: Scores,
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
-    conditions: Sequence[str] | None = None,
+    titles: Titles,
 ) -> Table:
     """tab:generative-distribution-summary: per model and condition, the mean top-90% first-token support and
     the mean unique output rate of open-ended random generation, the MCQ TV and the NoveltyBench utility pooled
@@ -339,7 +331,7 @@ def generative_distribution_table(
     is missing or the value undefined. A NoveltyBench run without a split that other runs have raises
     ValueError (its pooled utility would not be comparable). Bold: the best value of each metric per model."""
     models = first_seen(open_ended, mcq, scores)
-    conditions = conditions_of(conditions, open_ended, mcq, scores)
+    conditions = titles.shown(open_ended, mcq, scores)
     numbers = {
         (m, c): open_ended_numbers(open_ended[m][c], f"open_ended {m}/{c}")
         for m in models
@@ -365,7 +357,7 @@ def generative_distribution_table(
         "among repeated samples, averaged over prompts) measure open-ended random-generation diversity; MCQ TV "
         "measures answer-position balance over parseable generations; NoveltyBench Utility is the benchmark's "
         f"patience-discounted reward metric, averaged over all {over} prompts together. MCQ TV is omitted (---) "
-        f"when no generation is parseable. {condition_sentence(conditions, condition_titles)} "
+        f"when no generation is parseable. {titles.sentence(conditions)} "
         "Bold denotes the best value for each available metric."
     )
     support_group = _support_group(open_ended)
@@ -383,7 +375,7 @@ def generative_distribution_table(
         UTILITY_GROUP: interval_frame(models, conditions, lambda m, c: _pooled_interval(draws, m, c, "utility")),
     }
     label = "tab:generative-distribution-summary"
-    return grouped_table(groups, model_titles, condition_titles, label, caption, intervals)
+    return grouped_table(groups, titles, label, caption, intervals)
 
 
 # ---------------------------------------------------------------------------------------------- qualitative
@@ -555,8 +547,7 @@ def truncate(text: str, max_chars: int = 150) -> str:
 def qualitative_table(
     case: QualitativeCase,
     rows: Mapping[str, Mapping[str, Any]],
-    model_titles: Mapping[str, str],
-    condition_titles: Mapping[str, str],
+    titles: Titles,
     k: int = 5,
     max_chars: int = 150,
 ) -> Table:
@@ -574,7 +565,7 @@ def qualitative_table(
     columns: dict[str, list[str]] = {}
     shown: dict[str, float] = {}
     for condition, row in rows.items():
-        title = condition_titles.get(condition, condition)
+        title = titles.condition(condition)
         if title in columns:
             raise ValueError(f"{case.label}: two conditions are titled {title!r}")
         head = f"D: {int(row['distinct'])}, U: {float(row['utility']):.2f}"
@@ -586,7 +577,7 @@ def qualitative_table(
     best = max(shown.values())
     bold = pd.DataFrame({title: [shown[title] == best] * len(frame) for title in columns})
     first = next(iter(rows.values()))
-    model = model_titles.get(case.model, case.model)
+    model = titles.model(case.model)
     category = plain_text(str(first.get("category") or ""))
     caption = (
         f"{REGIME_TEXT[case.regime]} Model: {model}{f' ({category})' if category else ''}. "
@@ -624,11 +615,11 @@ def chosen_case(cases_file: str | Path, name: str) -> QualitativeCase:
 
 
 def render_mcq_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return mcq_table(read_runs(inputs["mcq"], settings["runs"]), **titles(settings))
+    return mcq_table(read_runs(inputs["mcq"], settings["runs"]), Titles.of(settings))
 
 
 def render_noveltybench_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return noveltybench_table(read_scores(inputs["noveltybench"]), **titles(settings))
+    return noveltybench_table(read_scores(inputs["noveltybench"]), Titles.of(settings))
 
 
 def render_generative_distribution_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
@@ -636,7 +627,7 @@ def render_generative_distribution_table(inputs: Mapping[str, Sequence[str]], se
         read_runs(inputs["open_ended"], settings["runs"]),
         read_runs(inputs["mcq"], settings["runs"]),
         read_scores(inputs["noveltybench"]),
-        **titles(settings),
+        Titles.of(settings),
     )
 
 
@@ -644,4 +635,4 @@ def render_qualitative_table(inputs: Mapping[str, Sequence[str]], settings: Mapp
     (cases_file,) = inputs["noveltybench_cases"]
     case = chosen_case(cases_file, settings["name"])
     rows = case_rows(read_scores(inputs["noveltybench_curated"]), case)
-    return qualitative_table(case, rows, **titles(settings))
+    return qualitative_table(case, rows, Titles.of(settings))

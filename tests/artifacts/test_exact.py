@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from calibft.artifacts.exact import exact_figure, exact_table, within_counts
+from calibft.artifacts.runs import Titles
 from calibft.artifacts.tables import to_markdown
 
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
@@ -47,7 +48,7 @@ def _metrics(split: str) -> dict:
 
 
 def test_the_table_shows_every_metric_per_condition_with_the_best_in_bold():
-    table = exact_table(_metrics("ood"), "ood", MODEL_TITLES, CONDITION_TITLES)
+    table = exact_table(_metrics("ood"), "ood", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:exact-structured-ood"
     text = to_markdown(table)
     assert "Exact OOD W₁ ↓ / Soft" in text and "Mass on space ↑ / Hard" in text
@@ -65,7 +66,7 @@ def test_a_cell_whose_certified_bounds_are_wider_than_its_precision_shows_them()
     qwen = metrics["qwen"]
     qwen["base"]["aggregate"]["bounds"] = {"w1_norm": [0.40812, 0.41247], "mass": [0.25, None]}
     qwen["soft"]["aggregate"]["bounds"] = {"w1_norm": [0.119996, 0.120004], "mass": [0.6, 0.6]}
-    table = exact_table(metrics, "unseen", MODEL_TITLES, CONDITION_TITLES)
+    table = exact_table(metrics, "unseen", Titles(MODEL_TITLES, CONDITION_TITLES))
     row = to_markdown(table).splitlines()[2]
     assert "| 0.41 [0.4081, 0.4125] |" in row  # bounds wider than the printed four decimals
     assert "| 0.25 [0.25, ∞] |" in row  # an upper bound left open
@@ -75,11 +76,13 @@ def test_a_cell_whose_certified_bounds_are_wider_than_its_precision_shows_them()
 
 def test_a_run_of_another_split_is_refused():
     with pytest.raises(ValueError, match="expected a 'exact' evaluation of split 'unseen'"):
-        exact_table(_metrics("ood"), "unseen", MODEL_TITLES, CONDITION_TITLES)
+        exact_table(_metrics("ood"), "unseen", Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 def test_the_figure_has_a_panel_per_split_and_condition_counting_prompts_within():
-    figure = exact_figure({"ood": _metrics("ood"), "unseen": _metrics("unseen")}, MODEL_TITLES, CONDITION_TITLES)
+    figure = exact_figure(
+        {"ood": _metrics("ood"), "unseen": _metrics("unseen")}, Titles(MODEL_TITLES, CONDITION_TITLES)
+    )
     axes = figure.axes
     assert len(axes) == 6
     titles = [ax.get_title() for ax in axes]

@@ -9,8 +9,9 @@ from calibft.artifacts.open_ended import (
     open_qualitative_figure,
     top_labels,
 )
+from calibft.artifacts.runs import Titles
 
-TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
+TITLES = Titles({}, {"base": "Base", "soft": "Soft", "hard": "Hard"})
 PROMPTS = [f"Name a random thing {i}. Output ONLY the answer." for i in range(4)]
 
 
@@ -51,8 +52,7 @@ def metrics():
 def multi(runs, sizes=None, families=None):
     return open_multi_threshold_figure(
         runs,
-        {"q": "Qwen3-0.6B", "g": "Gemma"},
-        TITLES,
+        Titles({"q": "Qwen3-0.6B", "g": "Gemma"}, TITLES.condition_titles),
         families or {"q": "Qwen", "g": "Gemma"},
         sizes or {"q": 0.6, "g": None},
     )

@@ -17,6 +17,7 @@ from calibft.artifacts.retention import (
     retention_table,
     retention_transfer_table,
 )
+from calibft.artifacts.runs import Titles
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
 from calibft.evals import paloma
 from calibft.evals.tinybench import gpirt
@@ -159,14 +160,14 @@ def test_gpirt_numbers_rejects_unknown_tasks_and_runs_in_the_wrong_slot():
     runs = tinybench_runs()
     runs["qwen"]["soft"] = gpirt_run("qwen", "hard", SCORES["qwen"]["soft"])
     with pytest.raises(ValueError, match="condition 'hard'"):
-        retention_table(runs, MODEL_TITLES, CONDITION_TITLES)
+        retention_table(runs, Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 def test_runs_over_different_tasks_are_refused():
     runs = tinybench_runs()
     runs["gemma"]["base"] = gpirt_run("gemma", "base", {"mmlu": 0.4, "hellaswag": 0.5})
     with pytest.raises(ValueError, match="different TinyBenchmarks tasks"):
-        retention_table(runs, MODEL_TITLES, CONDITION_TITLES)
+        retention_table(runs, Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 # ---------------------------------------------------------------------------------------------- PALOMA data
@@ -239,7 +240,7 @@ def test_paloma_refuses_unknown_slices_and_runs_over_different_slices():
     runs = paloma_runs()
     runs["gemma"]["soft"] = paloma_run("gemma", "soft", {"ptb": 310.0}, TOKENS["gemma"])
     with pytest.raises(ValueError, match="different PALOMA slices"):
-        paloma_model_table(runs, MODEL_TITLES, CONDITION_TITLES)
+        paloma_model_table(runs, Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -248,7 +249,7 @@ def test_paloma_refuses_unknown_slices_and_runs_over_different_slices():
 def test_retention_transfer_table_pairs_mean_gpirt_with_pooled_perplexity():
     paloma = paloma_runs()
     del paloma["gemma"]["soft"]
-    table = retention_transfer_table(tinybench_runs(), paloma, MODEL_TITLES, CONDITION_TITLES)
+    table = retention_transfer_table(tinybench_runs(), paloma, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:retention-transfer-summary" and table.name == "retention_transfer_summary"
     assert first_column(table) == ["Qwen3-0.6B", "Gemma-3-1B-it"]
     assert list(table.frame.columns)[1:] == [(g, c) for g in (GPIRT, PPL) for c in ("Base", "Soft", "Hard")]
@@ -268,7 +269,7 @@ def test_retention_transfer_table_pairs_mean_gpirt_with_pooled_perplexity():
 
 
 def test_retention_table_stacks_model_means_and_task_means_over_models():
-    table = retention_table(tinybench_runs(), MODEL_TITLES, CONDITION_TITLES)
+    table = retention_table(tinybench_runs(), Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:retention-summary" and table.name == "retention_summary"
     assert first_column(table) == ["Qwen3-0.6B", "Gemma-3-1B-it", *TASK_ORDER]
     assert table.frame.columns[0] == ("", "Model / Task")
@@ -289,7 +290,7 @@ def test_retention_table_stacks_model_means_and_task_means_over_models():
 
 
 def test_paloma_model_table_reports_pooled_perplexity_and_bits_per_byte():
-    table = paloma_model_table(paloma_runs(), MODEL_TITLES, CONDITION_TITLES)
+    table = paloma_model_table(paloma_runs(), Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:paloma-model-summary" and table.name == "paloma_model_summary"
     assert list(table.frame.columns)[1:] == [(g, c) for g in (PPL, BPB) for c in ("Base", "Soft", "Hard")]
     assert cell(table, PPL, "Base", 0) == pytest.approx(pooled_perplexity("qwen", "base"), rel=1e-12)
@@ -315,13 +316,13 @@ def test_paloma_model_table_bolds_every_tie_as_printed():
             "hard": paloma_run("m", "hard", {"c4_en": 12.2}, {"c4_en": 100}, {"c4_en": 400}),
         }
     }
-    table = paloma_model_table(runs, {}, CONDITION_TITLES)
+    table = paloma_model_table(runs, Titles({}, CONDITION_TITLES))
     assert [bold(table, PPL, c, 0) for c in ("Base", "Soft", "Hard")] == [True, True, False]
     assert "| **12.04** | **12.04** | 12.2 |" in to_markdown(table)
 
 
 def test_paloma_slice_table_averages_each_conditions_values_over_models():
-    table = paloma_slice_table(paloma_runs(), MODEL_TITLES, CONDITION_TITLES)
+    table = paloma_slice_table(paloma_runs(), Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:paloma-slice-summary" and table.name == "paloma_slice_summary"
     assert table.frame.columns[0] == ("", "Slice") and first_column(table) == ["WikiText-103", "PTB"]
     assert cell(table, PPL, "Base", 0) == pytest.approx((20.0 + 30.0) / 2)
@@ -337,7 +338,7 @@ def test_paloma_slice_table_averages_each_conditions_values_over_models():
 def test_paloma_slice_table_marks_a_mean_with_a_missing_model():
     runs = paloma_runs()
     del runs["gemma"]["hard"]
-    table = paloma_slice_table(runs, MODEL_TITLES, CONDITION_TITLES)
+    table = paloma_slice_table(runs, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert math.isnan(cell(table, PPL, "Hard", 1)) and not bold(table, PPL, "Hard", 1)
     assert cell(table, PPL, "Base", 1) == pytest.approx(200.0)
     lines = to_latex(table).splitlines()
@@ -349,10 +350,10 @@ def test_paloma_slice_table_marks_a_mean_with_a_missing_model():
 def test_every_table_writes_its_three_files(tmp_path):
     tinybench, paloma = tinybench_runs(), paloma_runs()
     tables = [
-        retention_transfer_table(tinybench, paloma, MODEL_TITLES, CONDITION_TITLES),
-        retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES),
-        paloma_model_table(paloma, MODEL_TITLES, CONDITION_TITLES),
-        paloma_slice_table(paloma, MODEL_TITLES, CONDITION_TITLES),
+        retention_transfer_table(tinybench, paloma, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        retention_table(tinybench, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        paloma_model_table(paloma, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        paloma_slice_table(paloma, Titles(MODEL_TITLES, CONDITION_TITLES)),
     ]
     for table in tables:
         write_table(table, tmp_path)
@@ -467,10 +468,10 @@ def paired_mean_interval(runs, key, condition, models=("qwen", "gemma")):
 def test_intervals_keep_the_frames_shape_and_first_column(scored):
     tinybench, paloma_runs = scored
     tables = [
-        retention_transfer_table(tinybench, paloma_runs, MODEL_TITLES, CONDITION_TITLES),
-        retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES),
-        paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES),
-        paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES),
+        retention_transfer_table(tinybench, paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        retention_table(tinybench, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        paloma_model_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        paloma_slice_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES)),
     ]
     for table in tables:
         assert table.intervals is not None and table.intervals.shape == table.frame.shape, table.label
@@ -484,8 +485,8 @@ def test_run_cells_take_the_runs_intervals(scored):
     tinybench, paloma_runs = scored
     paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
     del paloma_runs["gemma"]["soft"]
-    table = retention_transfer_table(tinybench, paloma_runs, MODEL_TITLES, CONDITION_TITLES)
-    models = paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    table = retention_transfer_table(tinybench, paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES))
+    models = paloma_model_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES))
     for row, model in enumerate(("qwen", "gemma")):
         for condition, title in CONDITION_TITLES.items():
             gp = tinybench[model].get(condition)
@@ -509,7 +510,7 @@ def test_run_cells_take_the_runs_intervals(scored):
 
 def test_retention_table_task_rows_take_the_interval_of_the_mean_over_models(scored):
     tinybench, _ = scored
-    table = retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES)
+    table = retention_table(tinybench, Titles(MODEL_TITLES, CONDITION_TITLES))
     titles = ["MMLU", "TruthfulQA", "GSM8K Strict", "GSM8K Flex"]
     assert first_column(table) == ["Qwen3-0.6B", "Gemma-3-1B-it", *titles]
     assert list(table.shaded) == [False, False, True, True, True, True]
@@ -534,7 +535,7 @@ def test_retention_table_task_rows_of_models_bootstrapped_unpaired_have_no_inter
     tinybench, _ = scored
     tinybench = {m: dict(runs) for m, runs in tinybench.items()}
     tinybench["gemma"]["soft"] = scored_tinybench("gemma", "soft", seed=SEED + 1)  # other resamples of the items
-    table = retention_table(tinybench, MODEL_TITLES, CONDITION_TITLES)
+    table = retention_table(tinybench, Titles(MODEL_TITLES, CONDITION_TITLES))
     for row in range(2, 2 + len(TASK_KEYS)):
         assert span(table, GPIRT, "Soft", row) is None
         assert span(table, GPIRT, "Base", row) is not None
@@ -556,7 +557,7 @@ def test_paloma_slice_rows_take_the_interval_of_the_mean_over_models(scored):
     _, paloma_runs = scored
     paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
     del paloma_runs["gemma"]["hard"]
-    table = paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    table = paloma_slice_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert first_column(table) == ["WikiText-103", "PTB"]
     for row, name in enumerate(("wikitext_103", "ptb")):
         for condition in ("base", "soft"):
@@ -577,12 +578,12 @@ def test_paloma_slice_rows_of_models_bootstrapped_unpaired_have_no_interval(scor
     _, paloma_runs = scored
     paloma_runs = {m: dict(runs) for m, runs in paloma_runs.items()}
     paloma_runs["gemma"]["base"] = scored_paloma("gemma", "base", seed=SEED + 1)
-    slices = paloma_slice_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    slices = paloma_slice_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES))
     for row in range(2):
         assert span(slices, PPL, "Base", row) is None and span(slices, BPB, "Base", row) is None
         assert span(slices, PPL, "Soft", row) is not None
     # the run's own cells keep its interval, however it was seeded
-    models = paloma_model_table(paloma_runs, MODEL_TITLES, CONDITION_TITLES)
+    models = paloma_model_table(paloma_runs, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert span(models, PPL, "Base", 1) == paloma_runs["gemma"]["base"]["intervals"]["pooled/perplexity"]
 
 
@@ -598,7 +599,7 @@ def legend_labels(figure):
 
 
 def test_gpirt_per_task_figure_has_one_panel_per_task(tmp_path):
-    figure = gpirt_per_task_figure(tinybench_runs(), MODEL_TITLES, CONDITION_TITLES)
+    figure = gpirt_per_task_figure(tinybench_runs(), Titles(MODEL_TITLES, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert [ax.get_title() for ax in axes] == TASK_ORDER
     assert all(ax.get_yscale() == "linear" and ax.get_ylim()[1] >= 1.0 for ax in axes)
@@ -612,7 +613,7 @@ def test_gpirt_per_task_figure_has_one_panel_per_task(tmp_path):
 
 @pytest.mark.parametrize(("metric", "scale"), [("perplexity", "log"), ("bits_per_byte", "linear")])
 def test_paloma_figure_has_one_panel_per_slice(tmp_path, metric, scale):
-    figure = paloma_figure(paloma_runs(), metric, MODEL_TITLES, CONDITION_TITLES)
+    figure = paloma_figure(paloma_runs(), metric, Titles(MODEL_TITLES, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert [ax.get_title() for ax in axes] == ["WikiText-103", "PTB"]
     assert [ax.get_yscale() for ax in axes] == [scale, scale]  # perplexity spans 18 to 310: log
@@ -634,7 +635,7 @@ def test_paloma_figure_of_the_paper_fits_the_page_and_labels_the_bottom_panel_of
         m: {c: paloma_run(m, c, {s: 10.0 + i + j for j, s in enumerate(slices)}, tokens, tokens) for c in CONDITIONS}
         for i, m in enumerate(models)
     }
-    figure = paloma_figure(runs, "perplexity", models, CONDITION_TITLES)
+    figure = paloma_figure(runs, "perplexity", Titles(models, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert [ax.get_title() for ax in axes] == list(SLICE_TITLES.values())
     figure.canvas.draw()
@@ -645,7 +646,7 @@ def test_paloma_figure_of_the_paper_fits_the_page_and_labels_the_bottom_panel_of
 
 def test_paloma_figure_keeps_a_narrow_perplexity_range_linear():
     narrow = {m: {c: {"ptb": 10.0 + i, "wikitext_103": 12.0} for i, c in enumerate(CONDITIONS)} for m in MODEL_TITLES}
-    figure = paloma_figure(paloma_runs(narrow), "perplexity", MODEL_TITLES, CONDITION_TITLES)
+    figure = paloma_figure(paloma_runs(narrow), "perplexity", Titles(MODEL_TITLES, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert [ax.get_yscale() for ax in axes] == ["linear", "linear"] and axes[0].get_ylim()[0] == 0
     heights = sorted(round(p.get_height(), 9) for p in axes[1].patches)  # PTB
@@ -654,4 +655,4 @@ def test_paloma_figure_keeps_a_narrow_perplexity_range_linear():
 
 def test_unknown_metric_is_refused():
     with pytest.raises(ValueError, match="unknown metric"):
-        paloma_figure(paloma_runs(), "nll", MODEL_TITLES, CONDITION_TITLES)
+        paloma_figure(paloma_runs(), "nll", Titles(MODEL_TITLES, CONDITION_TITLES))

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from calibft.artifacts.runs import (
-    condition_sentence,
-    conditions_of,
+    Titles,
     first_seen,
     join_words,
     mean_interval,
@@ -16,7 +15,7 @@ from calibft.artifacts.runs import (
 )
 from calibft.evals.bootstrap import interval_block
 
-TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
+TITLES = Titles({}, {"base": "Base", "soft": "Soft", "hard": "Hard"})
 
 
 def test_number_is_nan_where_undefined():
@@ -27,20 +26,20 @@ def test_models_and_conditions_in_order_of_first_appearance():
     a = {"m1": {"base": {}, "soft": {}}, "m2": {"hard": {}}}
     b = {"m3": {"soft": {}, "ssot": {}}, "m1": {}}
     assert first_seen(a, b) == ["m1", "m2", "m3"]
-    assert conditions_of(None, a, b) == ["base", "soft", "hard", "ssot"]
-    assert conditions_of(["hard"], a, b) == ["hard"]
+    assert TITLES.shown(a, b) == ["base", "soft", "hard", "ssot"]
+    assert Titles({}, {}, ("hard",)).shown(a, b) == ["hard"]
 
 
 def test_the_condition_sentence_of_every_caption():
     assert join_words(["a"]) == "a" and join_words(["a", "b"]) == "a and b"
     assert join_words(["a", "b", "c"]) == "a, b, and c"
-    sentence = condition_sentence(["base", "soft", "hard"], TITLES)
+    sentence = TITLES.sentence(["base", "soft", "hard"])
     assert sentence == (
         "Base denotes the original checkpoint, Soft the soft-target Calibration Fine-Tuning checkpoint, and Hard "
         "the hard-target Calibration Fine-Tuning checkpoint."
     )
-    assert condition_sentence(["soft_d2"], {}) == "soft_d2 the soft_d2 checkpoint."
-    assert condition_sentence([], TITLES) == ""
+    assert Titles({}, {}).sentence(["soft_d2"]) == "soft_d2 the soft_d2 checkpoint."
+    assert TITLES.sentence([]) == ""
 
 
 def test_runs_by_split_take_the_files_split_after_split(tmp_path):

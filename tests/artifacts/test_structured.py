@@ -10,6 +10,7 @@ from matplotlib.text import Text
 
 from calibft.artifacts.figures import W1_CLIP, save_figure
 from calibft.artifacts.formats import format_kl, format_rate, format_w1
+from calibft.artifacts.runs import Titles
 from calibft.artifacts.structured import (
     PEAK_FACTOR,
     per_distribution_figure,
@@ -131,7 +132,7 @@ def test_best_cells_compare_values_as_printed():
 
 
 def test_structured_table_rows_columns_and_bold():
-    table = structured_table(metrics_of("ood"), "ood", MODEL_TITLES, CONDITION_TITLES)
+    table = structured_table(metrics_of("ood"), "ood", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:main-ood" and table.name == "main_ood"
     frame = table.frame
     assert frame[("", "Model")].tolist() == ["Qwen3-0.6B", "Gemma-3-1B-it", "Llama-3.2-1B-it"]
@@ -165,7 +166,7 @@ def test_structured_table_rows_columns_and_bold():
 
 
 def test_structured_table_unseen_and_write(tmp_path):
-    table = structured_table(metrics_of("unseen"), "unseen", MODEL_TITLES, CONDITION_TITLES)
+    table = structured_table(metrics_of("unseen"), "unseen", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:main-unseen"
     assert ("Unseen-Param W₁ ↓", "Hard") in table.frame.columns
     paths = write_table(table, tmp_path)
@@ -178,7 +179,7 @@ def test_structured_table_unseen_and_write(tmp_path):
 def test_structured_table_conditions_and_missing_runs():
     metrics = metrics_of("ood")
     del metrics["llama"]["hard"]  # not run: "---", like an undefined value
-    table = structured_table(metrics, "ood", MODEL_TITLES, CONDITION_TITLES, conditions=["hard", "base"])
+    table = structured_table(metrics, "ood", Titles(MODEL_TITLES, CONDITION_TITLES, ("hard", "base")))
     assert [sub for top, sub in table.frame.columns if top == "Valid rate ↑"] == ["Hard", "Base"]
     assert math.isnan(table.frame[("Valid rate ↑", "Hard")].iloc[2])
     assert table.bold[("Valid rate ↑", "Base")].iloc[2]
@@ -186,12 +187,12 @@ def test_structured_table_conditions_and_missing_runs():
 
 def test_tables_refuse_runs_of_another_split_or_evaluation():
     with pytest.raises(ValueError, match="split 'unseen'"):
-        structured_table(metrics_of("ood"), "unseen", MODEL_TITLES, CONDITION_TITLES)
+        structured_table(metrics_of("ood"), "unseen", Titles(MODEL_TITLES, CONDITION_TITLES))
     with pytest.raises(ValueError, match="unknown split"):
-        structured_table(metrics_of("ood"), "train", MODEL_TITLES, CONDITION_TITLES)
+        structured_table(metrics_of("ood"), "train", Titles(MODEL_TITLES, CONDITION_TITLES))
     structured = {"qwen": run("ood", "ssot", 0.3, 0.1, 0.5)}  # a structured run passed as the SSOT one
     with pytest.raises(ValueError, match="'ssot' evaluation"):
-        ssot_table(metrics_of("ood"), structured, "ood", MODEL_TITLES, CONDITION_TITLES)
+        ssot_table(metrics_of("ood"), structured, "ood", Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 def test_ssot_table(tmp_path):
@@ -199,7 +200,7 @@ def test_ssot_table(tmp_path):
         "qwen": run("ood", "ssot", 2.05e30, None, 0.375, evaluation="ssot", samples=250),
         "gemma": run("ood", "ssot", None, None, 0.043, evaluation="ssot", samples=250),
     }  # llama has no SSOT run
-    table = ssot_table(metrics_of("ood"), ssot, "ood", MODEL_TITLES, CONDITION_TITLES)
+    table = ssot_table(metrics_of("ood"), ssot, "ood", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:ssot-structured-ood" and table.name == "ssot_structured_ood"
     assert list(table.frame.columns) == [
         ("", "Model"),
@@ -217,7 +218,7 @@ def test_ssot_table(tmp_path):
     assert md[4] == "| Llama-3.2-1B-it | 5.47e+03 | --- | --- | 56.5% | 88.0% | --- |"
     assert "SSOT uses 250 generations per prompt" in table.caption
     unseen = {m: run("unseen", "ssot", 0.3, None, 0.9, evaluation="ssot", samples=250) for m in MODEL_TITLES}
-    table = ssot_table(metrics_of("unseen"), unseen, "unseen", MODEL_TITLES, CONDITION_TITLES)
+    table = ssot_table(metrics_of("unseen"), unseen, "unseen", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:ssot-structured-unseen"
     assert write_table(table, tmp_path)[0].name == "ssot_structured_unseen.tex"
 
@@ -227,7 +228,7 @@ def test_ssot_table(tmp_path):
 
 def test_structured_sampling_figure(tmp_path):
     by_split = {"unseen": metrics_of("unseen"), "ood": metrics_of("ood")}
-    figure = structured_sampling_figure(by_split, MODEL_TITLES, CONDITION_TITLES)
+    figure = structured_sampling_figure(by_split, Titles(MODEL_TITLES, CONDITION_TITLES))
     left, right = visible_axes(figure)
     assert (left.get_title(), right.get_title()) == ("Held-out families (OOD)", "Unseen parameters")
     assert [t.get_text() for t in left.get_xticklabels()] == list(MODEL_TITLES.values())
@@ -248,7 +249,7 @@ def test_structured_sampling_figure(tmp_path):
 
 def test_structured_sampling_figure_without_clipping():
     aggregates = {"qwen": {c: (0.1 * (i + 1), 1.0, 1.0) for i, c in enumerate(CONDITIONS)}}
-    figure = structured_sampling_figure({"ood": metrics_of("ood", aggregates)}, MODEL_TITLES, CONDITION_TITLES)
+    figure = structured_sampling_figure({"ood": metrics_of("ood", aggregates)}, Titles(MODEL_TITLES, CONDITION_TITLES))
     (ax,) = visible_axes(figure)
     assert not hatched(figure) and not ax.texts
     heights = sorted(p.get_y() + p.get_height() for p in ax.patches)
@@ -260,7 +261,7 @@ def test_structured_sampling_figure_without_clipping():
 
 def test_per_distribution_figure_ood(tmp_path):
     metrics = metrics_of("ood", undefined={"poisson"})
-    figure = per_distribution_figure(metrics, "ood", "w1_norm", MODEL_TITLES, CONDITION_TITLES)
+    figure = per_distribution_figure(metrics, "ood", "w1_norm", Titles(MODEL_TITLES, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert [ax.get_title() for ax in axes] == ["Bernoulli", "Poisson", "Weibull", "Maxwell", "Chi", "TruncNorm"]
     assert axes[0].get_ylabel() == "family-mean normalized W₁"
@@ -270,7 +271,7 @@ def test_per_distribution_figure_ood(tmp_path):
     assert all(ax.get_ylim()[1] < W1_CLIP * 10 for ax in axes)
     save_figure(figure, "ood_w1", tmp_path)
 
-    kl = per_distribution_figure(metrics, "ood", "logit_kl", MODEL_TITLES, CONDITION_TITLES)
+    kl = per_distribution_figure(metrics, "ood", "logit_kl", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert [sum(bool(p.get_hatch()) for p in ax.patches) for ax in visible_axes(kl)] == [2, 9, 2, 2, 2, 2]
     assert not any(ax.texts for ax in kl.axes)  # KL is never clipped
 
@@ -278,7 +279,7 @@ def test_per_distribution_figure_ood(tmp_path):
 def test_per_distribution_figure_unseen_has_one_panel_per_configuration():
     unseen = prompts("unseen")
     metrics = metrics_of("unseen", undefined={unseen[3].id})
-    figure = per_distribution_figure(metrics, "unseen", "w1_norm", MODEL_TITLES, CONDITION_TITLES)
+    figure = per_distribution_figure(metrics, "unseen", "w1_norm", Titles(MODEL_TITLES, CONDITION_TITLES))
     axes = visible_axes(figure)
     assert len(axes) == 24
     assert axes[0].get_title() == "Uniform (a=3.5, b=10.5)" and axes[1].get_title() == "Gaussian (μ=3.5, σ=3)"
@@ -289,15 +290,15 @@ def test_per_distribution_figure_unseen_has_one_panel_per_configuration():
 
 def test_per_distribution_figure_with_one_model_and_twelve(tmp_path):
     one = {"qwen": metrics_of("ood")["qwen"]}
-    figure = per_distribution_figure(one, "ood", "w1_norm", MODEL_TITLES, CONDITION_TITLES)
+    figure = per_distribution_figure(one, "ood", "w1_norm", Titles(MODEL_TITLES, CONDITION_TITLES))
     assert len(visible_axes(figure)) == 6 and len(visible_axes(figure)[0].patches) == 3
     many = {f"m{i}": metrics_of("ood")["qwen"] for i in range(12)}
     titles = {f"m{i}": f"Model-{i}-with-a-long-name" for i in range(12)}
-    figure = per_distribution_figure(many, "ood", "w1_norm", titles, CONDITION_TITLES)
+    figure = per_distribution_figure(many, "ood", "w1_norm", Titles(titles, CONDITION_TITLES))
     assert len(visible_axes(figure)[0].patches) == 36
     save_figure(figure, "many", tmp_path)
     with pytest.raises(ValueError, match="unknown key"):
-        per_distribution_figure(one, "ood", "w1", MODEL_TITLES, CONDITION_TITLES)
+        per_distribution_figure(one, "ood", "w1", Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 # ---------------------------------------------------------------------------------------------- qualitative
@@ -350,7 +351,7 @@ def test_qualitative_figure_matches_the_target_and_clips_extremes(tmp_path):
         ("Model B", poisson, {"base": np.full(500, 4.0), "soft": true[poisson.id]}),
         ("", truncnorm, {"base": np.array([]), "soft": true[truncnorm.id]}),
     ]
-    figure = qualitative_figure(panels, CONDITION_TITLES, title="GPT-OSS-20B")
+    figure = qualitative_figure(panels, Titles({}, CONDITION_TITLES), title="GPT-OSS-20B")
     axes = visible_axes(figure)
     assert len(axes) == 3 and figure.get_suptitle() == "GPT-OSS-20B"
     assert axes[0].get_title() == f"Model A\n{prompt_title(maxwell)}" and axes[2].get_title() == prompt_title(truncnorm)
@@ -381,4 +382,4 @@ def test_qualitative_figure_matches_the_target_and_clips_extremes(tmp_path):
 
 def test_qualitative_figure_needs_panels():
     with pytest.raises(ValueError, match="no panels"):
-        qualitative_figure([], CONDITION_TITLES)
+        qualitative_figure([], Titles({}, CONDITION_TITLES))

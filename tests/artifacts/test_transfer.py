@@ -5,6 +5,7 @@ import pytest
 
 from calibft.artifacts import transfer
 from calibft.artifacts.formats import format_three
+from calibft.artifacts.runs import Titles
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
 from calibft.artifacts.transfer import (
     QualitativeCase,
@@ -104,7 +105,7 @@ MCQ = {
 
 
 def test_mcq_table_values_bold_and_missing():
-    table = mcq_table(MCQ, MODEL_TITLES, CONDITION_TITLES)
+    table = mcq_table(MCQ, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:mcq-summary" and table.name == "mcq_summary"
     assert list(table.frame[("", "Model")]) == ["Qwen3-0.6B", "Gemma-3-1B-it"]
     rate, tv = "MCQ parse rate ↑", "MCQ TV ↓"
@@ -126,12 +127,12 @@ def test_mcq_table_values_bold_and_missing():
 def test_mcq_table_recomputes_and_rejects_inconsistent_metrics():
     tampered = {"qwen": {"base": MCQ["qwen"]["base"] | {"parse_rate": 0.5}}}
     with pytest.raises(ValueError, match="parse_rate"):
-        mcq_table(tampered, MODEL_TITLES, CONDITION_TITLES)
+        mcq_table(tampered, Titles(MODEL_TITLES, CONDITION_TITLES))
     tampered = {"qwen": {"base": MCQ["qwen"]["base"] | {"tv": 0.3}}}
     with pytest.raises(ValueError, match="frequencies"):
-        mcq_table(tampered, MODEL_TITLES, CONDITION_TITLES)
+        mcq_table(tampered, Titles(MODEL_TITLES, CONDITION_TITLES))
     # a missing run prints as undefined
-    table = mcq_table({"qwen": {"base": MCQ["qwen"]["base"]}}, MODEL_TITLES, CONDITION_TITLES, ("base", "soft"))
+    table = mcq_table({"qwen": {"base": MCQ["qwen"]["base"]}}, Titles(MODEL_TITLES, CONDITION_TITLES, ("base", "soft")))
     assert math.isnan(cell(table, "MCQ parse rate ↑", "Soft"))
 
 
@@ -163,7 +164,7 @@ def mean_utility(rows):
 
 
 def test_noveltybench_table_split_means_and_bold():
-    table = noveltybench_table(SCORES, MODEL_TITLES, CONDITION_TITLES)
+    table = noveltybench_table(SCORES, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:noveltybench-summary" and table.name == "noveltybench_summary"
     groups = list(dict.fromkeys(group for group, _ in table.frame.columns[1:]))
     assert groups == ["Curated Distinct ↑", "Curated Utility ↑", "WildChat Distinct ↑", "WildChat Utility ↑"]
@@ -185,7 +186,7 @@ def test_noveltybench_table_split_means_and_bold():
 
 def test_noveltybench_table_only_present_splits():
     only_curated = {"gemma": SCORES["gemma"]}
-    table = noveltybench_table(only_curated, MODEL_TITLES, CONDITION_TITLES)
+    table = noveltybench_table(only_curated, Titles(MODEL_TITLES, CONDITION_TITLES))
     groups = list(dict.fromkeys(group for group, _ in table.frame.columns[1:]))
     assert groups == ["Curated Distinct ↑", "Curated Utility ↑"]
 
@@ -193,12 +194,14 @@ def test_noveltybench_table_only_present_splits():
 def test_noveltybench_rows_must_match_their_classes_and_split():
     row = nb_row("curated", 0, 5) | {"utility": 9.5}
     with pytest.raises(ValueError, match="utility"):
-        noveltybench_table({"qwen": {"base": {"curated": [row]}}}, MODEL_TITLES, CONDITION_TITLES)
+        noveltybench_table({"qwen": {"base": {"curated": [row]}}}, Titles(MODEL_TITLES, CONDITION_TITLES))
     row = nb_row("curated", 0, 5) | {"distinct": 3}
     with pytest.raises(ValueError, match="distinct"):
-        noveltybench_table({"qwen": {"base": {"curated": [row]}}}, MODEL_TITLES, CONDITION_TITLES)
+        noveltybench_table({"qwen": {"base": {"curated": [row]}}}, Titles(MODEL_TITLES, CONDITION_TITLES))
     with pytest.raises(ValueError, match="split"):
-        noveltybench_table({"qwen": {"base": {"curated": [nb_row("wildchat", 0, 5)]}}}, MODEL_TITLES, CONDITION_TITLES)
+        noveltybench_table(
+            {"qwen": {"base": {"curated": [nb_row("wildchat", 0, 5)]}}}, Titles(MODEL_TITLES, CONDITION_TITLES)
+        )
 
 
 def test_pooled_utility_is_the_mean_over_prompts_not_of_split_means():
@@ -220,7 +223,7 @@ OPEN_ENDED = {
 def test_generative_distribution_table():
     both_splits = {"curated": SCORES["gemma"]["base"]["curated"], "wildchat": [nb_row("wildchat", 0, 4)]}
     scores = {"qwen": SCORES["qwen"], "gemma": {"base": both_splits, "soft": both_splits}}  # gemma: no hard
-    table = generative_distribution_table(OPEN_ENDED, MCQ, scores, MODEL_TITLES, CONDITION_TITLES)
+    table = generative_distribution_table(OPEN_ENDED, MCQ, scores, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == "tab:generative-distribution-summary" and table.name == "generative_distribution_summary"
     groups = list(dict.fromkeys(group for group, _ in table.frame.columns[1:]))
     assert groups == ["Top-90% Support Size ↑", "Unique Output Rate ↑", "MCQ TV ↓", "NoveltyBench Utility ↑"]
@@ -248,12 +251,12 @@ def test_generative_distribution_table():
 def test_generative_distribution_table_checks_its_inputs():
     partial = {"qwen": {"base": SCORES["qwen"]["base"], "soft": {"curated": SCORES["qwen"]["soft"]["curated"]}}}
     with pytest.raises(ValueError, match="wildchat"):
-        generative_distribution_table(OPEN_ENDED, MCQ, partial, MODEL_TITLES, CONDITION_TITLES)
+        generative_distribution_table(OPEN_ENDED, MCQ, partial, Titles(MODEL_TITLES, CONDITION_TITLES))
     tampered = {"qwen": {"base": open_run(45.0, 0.569) | {"aggregate": {"support": 50.0, "unique_fraction": 0.569}}}}
     with pytest.raises(ValueError, match="means of its prompts"):
-        generative_distribution_table(tampered, {}, {}, MODEL_TITLES, CONDITION_TITLES)
+        generative_distribution_table(tampered, {}, {}, Titles(MODEL_TITLES, CONDITION_TITLES))
     other = {"qwen": {"base": open_run(45.0, 0.569, threshold=0.5)}}
-    table = generative_distribution_table(other, {}, {}, MODEL_TITLES, CONDITION_TITLES)
+    table = generative_distribution_table(other, {}, {}, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.frame.columns[1][0] == "Top-50% Support Size ↑"
 
 
@@ -275,7 +278,7 @@ def with_intervals(runs, keys):
 
 def test_mcq_table_cells_take_their_runs_intervals():
     mcq = with_intervals(MCQ, ("parse_rate", "tv"))
-    table = mcq_table(mcq, MODEL_TITLES, CONDITION_TITLES)
+    table = mcq_table(mcq, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.intervals.shape == table.frame.shape
     assert list(table.intervals.columns) == list(table.frame.columns)
     for row, model in enumerate(("qwen", "gemma")):
@@ -286,7 +289,7 @@ def test_mcq_table_cells_take_their_runs_intervals():
             assert span(table, "MCQ TV ↓", title, row) == spans["tv"]
     # a missing run and a run written without intervals: none
     partial = {"qwen": {"base": mcq["qwen"]["base"], "soft": MCQ["qwen"]["soft"]}}
-    table = mcq_table(partial, MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard"))
+    table = mcq_table(partial, Titles(MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard")))
     assert span(table, "MCQ TV ↓", "Base") == mcq["qwen"]["base"]["intervals"]["tv"]
     assert span(table, "MCQ TV ↓", "Soft") is None and span(table, "MCQ parse rate ↑", "Hard") is None
 
@@ -308,7 +311,7 @@ VARIED = {
 
 def test_noveltybench_split_intervals_are_those_the_scoring_job_writes():
     scores = {"qwen": VARIED["qwen"], "gemma": {"base": {"curated": VARIED["gemma"]["base"]["curated"]}}}
-    table = noveltybench_table(scores, MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard"))
+    table = noveltybench_table(scores, Titles(MODEL_TITLES, CONDITION_TITLES, ("base", "soft", "hard")))
     assert table.intervals.shape == table.frame.shape
     for row, model in enumerate(("qwen", "gemma")):
         for condition, title in CONDITION_TITLES.items():
@@ -328,7 +331,7 @@ def test_pooled_utility_interval_weighs_the_splits_replicates_by_their_prompts()
     scores = VARIED
     open_ended = with_intervals(OPEN_ENDED, ("support", "unique_fraction"))
     mcq = with_intervals(MCQ, ("parse_rate", "tv"))
-    table = generative_distribution_table(open_ended, mcq, scores, MODEL_TITLES, CONDITION_TITLES)
+    table = generative_distribution_table(open_ended, mcq, scores, Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.intervals.shape == table.frame.shape
     support, unique, tv, utility_group = (
         "Top-90% Support Size ↑",
@@ -440,7 +443,7 @@ def test_qualitative_cases_need_enough_candidates():
 def test_case_label_and_file_name():
     case = QualitativeCase("soft", "qwen3_14b", "curated", "curated-31", 31, 4.4)
     assert case.label == "tab:noveltybench-qualitative-soft-qwen3_14b-curated-31"
-    table = qualitative_table(case, triple(31, 2, 9, 3), MODEL_TITLES, CONDITION_TITLES)
+    table = qualitative_table(case, triple(31, 2, 9, 3), Titles(MODEL_TITLES, CONDITION_TITLES))
     assert table.label == case.label
     assert table.name == "noveltybench_qualitative_soft_qwen3_14b_curated_31"
     with pytest.raises(ValueError, match="regime"):
@@ -479,7 +482,7 @@ def test_qualitative_table_cells_bold_and_caption():
     hard["utility"] = utility(hard["class_ids"], hard["ratings"])
     rows = {"base": base, "soft": soft, "hard": hard}
     case = QualitativeCase("soft", "gemma", "curated", "curated-54", 54, 1.0)
-    table = qualitative_table(case, rows, MODEL_TITLES, CONDITION_TITLES)
+    table = qualitative_table(case, rows, Titles(MODEL_TITLES, CONDITION_TITLES))
     frame = table.frame
     assert list(frame.columns) == ["Base", "Soft", "Hard"] and len(frame) == 6
     assert frame.loc[0, "Soft"] == f"D: 10, U: {soft['utility']:.2f}"
@@ -500,7 +503,7 @@ def test_qualitative_table_cells_bold_and_caption():
     latex = to_latex(table)
     assert r"Subjective Rankings \& Opinions" in latex and r"\textbf{D: 10" in latex
     assert "p{0.32\\linewidth}" in latex
-    short = qualitative_table(case, rows, MODEL_TITLES, CONDITION_TITLES, k=2, max_chars=20)
+    short = qualitative_table(case, rows, Titles(MODEL_TITLES, CONDITION_TITLES), k=2, max_chars=20)
     assert len(short.frame) == 3 and short.frame.loc[1, "Base"] == "1. Typhlosion. A ..."
 
 
@@ -508,7 +511,7 @@ def test_qualitative_table_rejects_rows_of_another_prompt():
     case = QualitativeCase("base", "m1", "curated", "curated-3", 3, 4.0)
     rows = triple(3, 8, 3, 4) | {"hard": nb_row("curated", 4, 4)}
     with pytest.raises(ValueError, match="hard row"):
-        qualitative_table(case, rows, MODEL_TITLES, CONDITION_TITLES)
+        qualitative_table(case, rows, Titles(MODEL_TITLES, CONDITION_TITLES))
 
 
 def test_case_rows_fetch_each_condition():
@@ -526,10 +529,12 @@ def test_every_table_writes(tmp_path):
     scores = crafted_scores()
     cases = qualitative_cases(scores, ["m1", "m2"])
     tables = [
-        mcq_table(MCQ, MODEL_TITLES, CONDITION_TITLES),
-        noveltybench_table(SCORES, MODEL_TITLES, CONDITION_TITLES),
-        generative_distribution_table(OPEN_ENDED, MCQ, {"qwen": SCORES["qwen"]}, MODEL_TITLES, CONDITION_TITLES),
-        *(qualitative_table(c, case_rows(scores, c), MODEL_TITLES, CONDITION_TITLES) for c in cases),
+        mcq_table(MCQ, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        noveltybench_table(SCORES, Titles(MODEL_TITLES, CONDITION_TITLES)),
+        generative_distribution_table(
+            OPEN_ENDED, MCQ, {"qwen": SCORES["qwen"]}, Titles(MODEL_TITLES, CONDITION_TITLES)
+        ),
+        *(qualitative_table(c, case_rows(scores, c), Titles(MODEL_TITLES, CONDITION_TITLES)) for c in cases),
     ]
     names = set()
     for table in tables:
