@@ -59,5 +59,6 @@ checkpoint noveltybench_qualitative_cases:
         "../envs/calibft.yaml"
     params:
         models=NOVELTYBENCH["qualitative_models"],
+        runs=LAYOUT.per_seed()[0].noveltybench_curated_runs(),
     script:
         "../workflow_scripts/noveltybench_cases.py"

@@ -592,11 +592,13 @@ def qualitative_table(
 # The registry's renderers (calibft.artifacts.registry): result files and settings in, a Table out.
 
 
-def read_scores(paths: Sequence[str | Path]) -> dict[str, dict[str, dict[str, list[dict]]]]:
-    """{model: {condition: {split: rows of scores.jsonl}}} from paths .../{model}/{cond}/noveltybench/{split}/."""
+def read_scores(
+    paths: Sequence[str | Path], runs: Sequence[Sequence[str]]
+) -> dict[str, dict[str, dict[str, list[dict]]]]:
+    """{model: {condition: {split: rows of scores.jsonl}}} from the scores file of each (model, condition, split)
+    of `runs`, in the same order."""
     scores: dict[str, dict[str, dict[str, list[dict]]]] = {}
-    for path in paths:
-        model, condition, _, split = Path(path).parts[-5:-1]
+    for path, (model, condition, split) in zip(paths, runs, strict=True):
         scores.setdefault(model, {}).setdefault(condition, {})[split] = read_jsonl(path)
     return scores
 
@@ -619,14 +621,14 @@ def render_mcq_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str,
 
 
 def render_noveltybench_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
-    return noveltybench_table(read_scores(inputs["noveltybench"]), Titles.of(settings))
+    return noveltybench_table(read_scores(inputs["noveltybench"], settings["noveltybench_runs"]), Titles.of(settings))
 
 
 def render_generative_distribution_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
     return generative_distribution_table(
         read_runs(inputs["open_ended"], settings["runs"]),
         read_runs(inputs["mcq"], settings["runs"]),
-        read_scores(inputs["noveltybench"]),
+        read_scores(inputs["noveltybench"], settings["noveltybench_runs"]),
         Titles.of(settings),
     )
 
@@ -634,5 +636,5 @@ def render_generative_distribution_table(inputs: Mapping[str, Sequence[str]], se
 def render_qualitative_table(inputs: Mapping[str, Sequence[str]], settings: Mapping[str, Any]) -> Table:
     (cases_file,) = inputs["noveltybench_cases"]
     case = chosen_case(cases_file, settings["name"])
-    rows = case_rows(read_scores(inputs["noveltybench_curated"]), case)
+    rows = case_rows(read_scores(inputs["noveltybench_curated"], settings["noveltybench_curated_runs"]), case)
     return qualitative_table(case, rows, Titles.of(settings))

@@ -153,6 +153,14 @@ def _open_ended_samples(layout: Layout, row: Artifact):
     return files, {"qualitative": qualitative, "conditions": layout.conditions}
 
 
+def _noveltybench(layout: Layout, row: Artifact):
+    return layout.noveltybench_scores(), {"noveltybench_runs": layout.noveltybench_runs()}
+
+
+def _noveltybench_curated(layout: Layout, row: Artifact):
+    return layout.noveltybench_curated_scores(), {"noveltybench_curated_runs": layout.noveltybench_curated_runs()}
+
+
 def _files_only(files: Callable[[Layout], list[str]]) -> ResultSet:
     return lambda layout, row: (files(layout), {})
 
@@ -170,9 +178,9 @@ RESULT_SETS: dict[str, ResultSet] = {
     "open_ended": _open_ended,
     "open_ended_samples": _open_ended_samples,
     "mcq": _files_only(lambda layout: layout.eval_files("mcq", "metrics.json")),
-    "noveltybench": _files_only(Layout.noveltybench_scores),
+    "noveltybench": _noveltybench,
     "noveltybench_cases": _files_only(lambda layout: [layout.noveltybench_cases()]),
-    "noveltybench_curated": _files_only(Layout.noveltybench_curated_scores),
+    "noveltybench_curated": _noveltybench_curated,
     "tinybench": _files_only(lambda layout: layout.eval_files("tinybench", "summary.json")),
     "paloma": _files_only(lambda layout: layout.eval_files("paloma", "summary.json")),
 }

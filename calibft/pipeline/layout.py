@@ -298,23 +298,28 @@ class Layout:
             for recipe in ablations[objective]
         ]
 
-    def noveltybench_scores(self) -> list[str]:
-        """scores.jsonl of every model, condition and NoveltyBench split."""
+    def noveltybench_runs(self) -> list[tuple[str, str, str]]:
+        """(model, condition, split) of every NoveltyBench run, in table order."""
         splits = self.config["evaluation"]["noveltybench"]["splits"]
-        return [
-            f"{self.eval_folder(model, cond, 'noveltybench', split)}/scores.jsonl"
-            for model, cond in self.structured_runs()
-            for split in splits
-        ]
+        return [(model, cond, split) for model, cond in self.structured_runs() for split in splits]
+
+    def noveltybench_curated_runs(self) -> list[tuple[str, str, str]]:
+        """(model, condition, "curated") of the qualitative models' runs, every condition."""
+        models = self.config["evaluation"]["noveltybench"]["qualitative_models"]
+        return [(model, cond, "curated") for model in models for cond in self.conditions]
+
+    def noveltybench_file(self, run: tuple[str, str, str], name: str) -> str:
+        """A file of the NoveltyBench run (model, condition, split)."""
+        model, cond, split = run
+        return f"{self.eval_folder(model, cond, 'noveltybench', split)}/{name}"
+
+    def noveltybench_scores(self) -> list[str]:
+        """scores.jsonl of every model, condition and NoveltyBench split (`noveltybench_runs`)."""
+        return [self.noveltybench_file(run, "scores.jsonl") for run in self.noveltybench_runs()]
 
     def noveltybench_curated_scores(self) -> list[str]:
-        """The curated split's scores of the qualitative models, every condition."""
-        models = self.config["evaluation"]["noveltybench"]["qualitative_models"]
-        return [
-            f"{self.eval_folder(model, cond, 'noveltybench', 'curated')}/scores.jsonl"
-            for model in models
-            for cond in self.conditions
-        ]
+        """The curated split's scores of the qualitative models, every condition (`noveltybench_curated_runs`)."""
+        return [self.noveltybench_file(run, "scores.jsonl") for run in self.noveltybench_curated_runs()]
 
     def noveltybench_cases(self) -> str:
         """The qualitative cases that checkpoint noveltybench_qualitative_cases chooses."""

@@ -61,7 +61,7 @@ def seed_eval_outputs(layout: Layout) -> list[str]:
         for path in layout.ablation_metrics(objective, split)
         if path not in structured
     ]
-    noveltybench = [path.replace("scores.jsonl", "summary.json") for path in layout.noveltybench_scores()]
+    noveltybench = [layout.noveltybench_file(run, "summary.json") for run in layout.noveltybench_runs()]
     files = [
         ("open_ended", "metrics.json"),
         ("mcq", "metrics.json"),
