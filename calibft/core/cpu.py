@@ -11,7 +11,10 @@ CPU with AVX2 then runs the same numpy code, and glibc's libm picks its FMA vari
 numpy was imported first, the first law evaluated warns (`warn_if_numpy_runs_avx512_kernels`).
 
 torch's kernels are not pinned: training and sampling are not bit-identical across CPUs (and never across
-GPUs), and the demo's tests assert outcomes with a margin measured over seeds and both feature sets.
+GPUs), and the demo's tests assert outcomes with a margin measured over seeds and both feature sets. Nor is the
+BLAS library behind numpy's matrix products (OpenBLAS picks its kernels by CPU too): what goes through it, such
+as the optimizer of tinyBenchmarks' gp-IRT, may differ in its last bits between CPUs. The data layer (prompts,
+output spaces, tries) goes through neither.
 """
 
 from __future__ import annotations

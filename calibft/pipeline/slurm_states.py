@@ -20,15 +20,15 @@ from collections.abc import AsyncGenerator, Iterable
 from calibft.core.slurm_queue import ALIVE, accounting_states, queue_states
 
 
-def ended_jobs(sacct_states: dict[str, str], queue_states: dict[str, str]) -> dict[str, str]:
+def ended_jobs(sacct_states: dict[str, str], queued: dict[str, str]) -> dict[str, str]:
     """{job id: why it ended} of the jobs whose sacct state the plugin takes for a running one although the job
-    has ended: cancelled (`CANCELLED by UID`), or preempted and not queued again (`queue_states`, squeue's
+    has ended: cancelled (`CANCELLED by UID`), or preempted and not queued again (`queued`, squeue's
     state of each job it still lists)."""
     ended = {}
     for job, state in sacct_states.items():
         if state.startswith("CANCELLED by"):
             ended[job] = f"cancelled ({state})"
-        elif state == "PREEMPTED" and queue_states.get(job) not in ALIVE:
+        elif state == "PREEMPTED" and queued.get(job) not in ALIVE:
             ended[job] = "preempted and not requeued (the partition's PreemptMode cancels preempted jobs)"
     return ended
 
