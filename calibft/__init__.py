@@ -4,10 +4,7 @@ Stages, each importing only from those before it: core, data, lm, training, eval
 then pipeline (the workflow's planner); cli on top. docs/architecture.md describes them.
 """
 
-from calibft import module_paths
 from calibft.core.cpu import pin_numpy_kernels
 
 # Before numpy is imported: the same bits from numpy on every x86-64 CPU with AVX2 (see calibft.core.cpu).
 pin_numpy_kernels()
-# The module paths that workflow_scripts/ and the rules' commands name (calibft.module_paths).
-module_paths.install()

@@ -19,7 +19,7 @@ os.environ.update(
 
 # Importing calibft sets NPY_DISABLE_CPU_FEATURES, which every job inherits: the jobs compute with the numpy
 # kernels of every x86-64 CPU, whatever the node (calibft.core.cpu). None of these modules imports torch.
-from calibft.artifacts import inputs  # noqa: E402
+from calibft.pipeline import artifact_inputs as inputs  # noqa: E402
 from calibft.artifacts.registry import ARTIFACTS, artifact, planned  # noqa: E402
 from calibft.pipeline.assets import (  # noqa: E402
     NOVELTYBENCH_PROMPTS,
@@ -264,12 +264,12 @@ def model_resource(name, section="resources"):
 
 
 def attempt_logged(command):
-    """The shell command of a GPU job, its output in the rule's log through `python -m calibft.runlog`, so that the
+    """The shell command of a GPU job, its output in the rule's log through `python -m calibft.core.runlog`, so that the
     log keeps every attempt of the job (Snakemake's retries, Slurm's requeues), which Snakemake would otherwise
     empty before each, and so that a copy of the job that a restarted Snakemake submits while the first still
     runs waits for it and adopts its outputs instead of writing beside it. The rule's resources come from
     `job_resources`."""
-    return f"python -m calibft.runlog {{log}} {{resources.attempt}} --outputs {{output:q}} -- {command}"
+    return f"python -m calibft.core.runlog {{log}} {{resources.attempt}} --outputs {{output:q}} -- {command}"
 
 
 def scoring_resource(name):

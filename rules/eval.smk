@@ -1,100 +1,7 @@
-rule structured_eval:
-    input:
-        tries=structured_tries,
-        adapter=adapter_files,
-        model=model_files,
-    output:
-        samples=run_out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
-        logit_kl=run_out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
-        metrics=run_out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
-    log:
-        run_log("eval/{model}/{cond}/structured/{eval_split}.log"),
-    benchmark:
-        run_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
-    priority: 1  # its samples are what the exact pass, a long job, is set against
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
-    params:
-        job=job_params(structured_job),
-    shell:
-        attempt_logged("python -m calibft.evals.structured {params.job:q}")
-
-
-rule exact_eval:
-    input:
-        unpack(exact_inputs),
-        adapter=adapter_files,
-        model=model_files,
-    output:
-        probabilities=run_out(
-            "eval/{model}/{cond}/exact/{eval_split}/probabilities.npz"
-        ),
-        metrics=run_out("eval/{model}/{cond}/exact/{eval_split}/metrics.json"),
-    log:
-        run_log("eval/{model}/{cond}/exact/{eval_split}.log"),
-    benchmark:
-        run_benchmark("eval/{model}/{cond}/exact/{eval_split}.tsv")
-    priority: 1  # the longest evaluations start first, and the short ones fill the slots beside them
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
-    params:
-        job=job_params(exact_job),
-    shell:
-        attempt_logged("python -m calibft.evals.exact_structured {params.job:q}")
-
-
-rule ssot_eval:
-    input:
-        prompts=ssot_prompts_files,
-        model=model_files,
-    output:
-        samples=run_out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
-        metrics=run_out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
-    log:
-        run_log("eval/{model}/base/ssot/{eval_split}.log"),
-    benchmark:
-        run_benchmark("eval/{model}/base/ssot/{eval_split}.tsv")
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
-    params:
-        job=job_params(ssot_job),
-    shell:
-        attempt_logged("python -m calibft.evals.structured {params.job:q}")
-
-
-rule open_ended_eval:
-    input:
-        prompts=open_ended_prompts,
-        adapter=adapter_files,
-        model=model_files,
-    output:
-        samples=run_out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
-        support=run_out("eval/{model}/{cond}/open_ended/support.jsonl"),
-        metrics=run_out("eval/{model}/{cond}/open_ended/metrics.json"),
-    log:
-        run_log("eval/{model}/{cond}/open_ended.log"),
-    benchmark:
-        run_benchmark("eval/{model}/{cond}/open_ended.tsv")
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
-    params:
-        job=job_params(open_ended_job),
-    shell:
-        attempt_logged("python -m calibft.evals.open_ended {params.job:q}")
-
-
+# The evaluations share one way to run: `python -m RUNNER JOB` through attempt_logged (the job's output in the
+# rule's log), RUNNER a module of calibft.evals and its subcommand if any (params.runner), JOB the rule's job as
+# JSON (params.job), in calibft's conda environment with the threads and resources of the model's
+# `eval_resources`. mcq_eval spells it out; each other evaluation uses it with its own files, runner and job.
 rule mcq_eval:
     input:
         adapter=adapter_files,
@@ -112,12 +19,86 @@ rule mcq_eval:
     resources:
         **EVAL_RESOURCES,
     params:
+        runner="calibft.evals.mcq",
         job=job_params(mcq_job),
     shell:
-        attempt_logged("python -m calibft.evals.mcq {params.job:q}")
+        attempt_logged("python -m {params.runner} {params.job:q}")
 
 
-rule noveltybench_generate:
+use rule mcq_eval as structured_eval with:
+    input:
+        tries=structured_tries,
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        samples=run_out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
+        logit_kl=run_out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
+        metrics=run_out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
+    log:
+        run_log("eval/{model}/{cond}/structured/{eval_split}.log"),
+    benchmark:
+        run_benchmark("eval/{model}/{cond}/structured/{eval_split}.tsv")
+    priority: 1  # its samples are what the exact pass, a long job, is set against
+    params:
+        runner="calibft.evals.structured",
+        job=job_params(structured_job),
+
+
+use rule mcq_eval as exact_eval with:
+    input:
+        unpack(exact_inputs),
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        probabilities=run_out(
+            "eval/{model}/{cond}/exact/{eval_split}/probabilities.npz"
+        ),
+        metrics=run_out("eval/{model}/{cond}/exact/{eval_split}/metrics.json"),
+    log:
+        run_log("eval/{model}/{cond}/exact/{eval_split}.log"),
+    benchmark:
+        run_benchmark("eval/{model}/{cond}/exact/{eval_split}.tsv")
+    priority: 1  # the longest evaluations start first, and the short ones fill the slots beside them
+    params:
+        runner="calibft.evals.exact_structured",
+        job=job_params(exact_job),
+
+
+use rule mcq_eval as ssot_eval with:
+    input:
+        prompts=ssot_prompts_files,
+        model=model_files,
+    output:
+        samples=run_out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
+        metrics=run_out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
+    log:
+        run_log("eval/{model}/base/ssot/{eval_split}.log"),
+    benchmark:
+        run_benchmark("eval/{model}/base/ssot/{eval_split}.tsv")
+    params:
+        runner="calibft.evals.structured",
+        job=job_params(ssot_job),
+
+
+use rule mcq_eval as open_ended_eval with:
+    input:
+        prompts=open_ended_prompts,
+        adapter=adapter_files,
+        model=model_files,
+    output:
+        samples=run_out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
+        support=run_out("eval/{model}/{cond}/open_ended/support.jsonl"),
+        metrics=run_out("eval/{model}/{cond}/open_ended/metrics.json"),
+    log:
+        run_log("eval/{model}/{cond}/open_ended.log"),
+    benchmark:
+        run_benchmark("eval/{model}/{cond}/open_ended.tsv")
+    params:
+        runner="calibft.evals.open_ended",
+        job=job_params(open_ended_job),
+
+
+use rule mcq_eval as noveltybench_generate with:
     input:
         prompts=noveltybench_prompts,
         adapter=adapter_files,
@@ -130,20 +111,13 @@ rule noveltybench_generate:
         run_log("eval/{model}/{cond}/noveltybench/{nb_split}_generate.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv")
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
     params:
+        runner="calibft.evals.noveltybench_run generate",
         job=job_params(generation_job),
-    shell:
-        attempt_logged(
-            "python -m calibft.evals.noveltybench_run generate {params.job:q}"
-        )
 
 
-rule noveltybench_score:
+# NoveltyBench's evaluators score the generations: no model under test, NoveltyBench's `scoring_resources`.
+use rule mcq_eval as noveltybench_score with:
     input:
         generations=run_out(
             "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
@@ -159,18 +133,15 @@ rule noveltybench_score:
         run_log("eval/{model}/{cond}/noveltybench/{nb_split}_score.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_score.tsv")
-    conda:
-        "../envs/calibft.yaml"
     threads: scoring_resource("cpus")
     resources:
         **SCORING_RESOURCES,
     params:
+        runner="calibft.evals.noveltybench_run score",
         job=job_params(scoring_job),
-    shell:
-        attempt_logged("python -m calibft.evals.noveltybench_run score {params.job:q}")
 
 
-rule tinybench_eval:
+use rule mcq_eval as tinybench_eval with:
     input:
         unpack(tinybench_inputs),
         adapter=adapter_files,
@@ -187,18 +158,12 @@ rule tinybench_eval:
     benchmark:
         run_benchmark("eval/{model}/{cond}/tinybench.tsv")
     priority: 1  # as exact_eval
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
     params:
+        runner="calibft.evals.tinybench",
         job=job_params(tinybench_job),
-    shell:
-        attempt_logged("python -m calibft.evals.tinybench {params.job:q}")
 
 
-rule paloma_eval:
+use rule mcq_eval as paloma_eval with:
     input:
         slices=paloma_files,
         adapter=adapter_files,
@@ -210,12 +175,6 @@ rule paloma_eval:
         run_log("eval/{model}/{cond}/paloma.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/paloma.tsv")
-    conda:
-        "../envs/calibft.yaml"
-    threads: model_resource("cpus", "eval_resources")
-    resources:
-        **EVAL_RESOURCES,
     params:
+        runner="calibft.evals.paloma",
         job=job_params(paloma_job),
-    shell:
-        attempt_logged("python -m calibft.evals.paloma {params.job:q}")

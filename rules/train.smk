@@ -25,4 +25,4 @@ rule train:
         job=job_params(train_job),
         launcher=train_launcher,
     shell:
-        attempt_logged("{params.launcher} -m calibft.train {params.job:q}")
+        attempt_logged("{params.launcher} -m calibft.training.train {params.job:q}")

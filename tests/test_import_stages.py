@@ -1,25 +1,19 @@
-"""calibft's stages import down the stack only, and the old module paths that workflow_scripts/ and the rules'
-commands name still load the moved modules."""
+"""calibft's stages import down the stack only, and workflow_scripts/ and the rules' commands name modules of
+calibft."""
 
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from calibft.module_paths import MOVED
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "calibft"
 # bottom to top; a module imports from its own stage and those below it
 STAGES = {"core": 0, "data": 1, "lm": 2, "training": 3, "evals": 4, "demo": 5, "artifacts": 5, "pipeline": 6}
-TOP = 7  # calibft/__init__.py, cli.py, module_paths.py
+TOP = 7  # calibft/__init__.py, cli.py
 
 
 def module_name(path: Path) -> str:
@@ -45,7 +39,7 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
         for name in names:
-            while name.startswith("calibft") and name not in MODULES and name[len("calibft.") :] not in MOVED:
+            while name.startswith("calibft") and name not in MODULES:
                 name = name.rpartition(".")[0]  # a name imported from a module, not a module
             if name.startswith("calibft"):
                 found.add(name)
@@ -58,7 +52,7 @@ GRAPH = {module: imports(path) - {module} for module, path in MODULES.items()}
 def test_every_module_sits_in_a_stage():
     assert {module.split(".")[1] for module in MODULES if module.count(".") >= 2} <= set(STAGES)
     top = sorted(module for module in MODULES if rank(module) == TOP)
-    assert top == ["calibft", "calibft.cli", "calibft.module_paths"], top
+    assert top == ["calibft", "calibft.cli"], top
 
 
 def test_imports_run_down_the_stack():
@@ -115,39 +109,15 @@ def test_no_import_cycle():
         visit(module, ())
 
 
-def test_the_library_tests_and_benchmarks_name_no_old_path():
-    old = re.compile(
-        r"\bcalibft\.(" + "|".join(map(re.escape, sorted(MOVED, key=len, reverse=True))) + r")\b(?!\.\w+\.py)"
-    )
-    offenders = []
-    for folder in ("calibft", "tests", "benchmarks"):
-        for path in (ROOT / folder).rglob("*.py"):
-            if path.name in {"module_paths.py", "test_import_stages.py"}:
-                continue
-            for number, line in enumerate(path.read_text().splitlines(), 1):
-                if old.search(line) and "-m calibft." not in line:
-                    offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
-    assert not offenders, "\n".join(offenders)
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_is_the_moved_module_itself(old):
-    assert importlib.import_module(f"calibft.{old}") is importlib.import_module(f"calibft.{MOVED[old]}")
-
-
-def test_what_the_workflow_scripts_and_the_rules_commands_name_loads():
+def test_what_the_workflow_scripts_and_the_rules_commands_name_is_a_module():
     named = set()
     for script in (ROOT / "workflow_scripts").glob("*.py"):
-        named |= {name for name in imports(script) if name not in MODULES}
-        named |= {
-            f"calibft.{name}" for name in re.findall(r"^from calibft import (\w+)", script.read_text(), re.M)
-        } - set(MODULES)
-    commands = set(
-        re.findall(r"-m (calibft\.[\w.]+)", "\n".join(p.read_text() for p in (ROOT / "rules").glob("*.smk")))
-    )
-    assert {"calibft.runlog", "calibft.train", "calibft.grid", "calibft.assets"} <= named | commands
-    for name in named | commands:
-        assert importlib.util.find_spec(name) is not None, name
-    # the old path runs the moved module as __main__: its usage, not "No module named"
-    result = subprocess.run([sys.executable, "-m", "calibft.train"], capture_output=True, text=True, cwd=ROOT)
-    assert "usage: python -m calibft.training.train JOB" in result.stdout + result.stderr
+        tree = ast.parse(script.read_text())
+        named |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+        named |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    rules = "\n".join(path.read_text() for path in (ROOT / "rules").glob("*.smk"))
+    # a rule's shell command runs `-m MODULE`, or `-m {params.runner}` with the module as that param
+    commands = set(re.findall(r"(?:-m |runner=\")(calibft\.[\w.]+)", rules))
+    assert {"calibft.core.runlog", "calibft.training.train", "calibft.evals.structured"} <= commands
+    unknown = {name for name in named | commands if name.startswith("calibft")} - set(MODULES)
+    assert not unknown, sorted(unknown)

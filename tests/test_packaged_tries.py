@@ -17,7 +17,7 @@ import pytest
 import yaml
 from transformers import PreTrainedTokenizerFast
 
-from calibft import trie as trie_module
+from calibft.data import trie as trie_module
 from calibft.data.grid import prompts, select
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import TrieSet, tokenize_values, trie_set_for_spaces

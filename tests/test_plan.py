@@ -28,7 +28,7 @@ rule train:
     input: results/tries/qwen3/soft/train.npz
     wildcards: model=qwen3_14b, recipe=soft
     resources: tmpdir=/tmp, mem_mb=256000, mem=256 GB, disk_mb=<TBD>, runtime=360, gpu=4, gpu_model=a100
-Shell command: accelerate launch -m calibft.train '{"recipe": {"max_steps": 2}}'
+Shell command: accelerate launch -m calibft.training.train '{"recipe": {"max_steps": 2}}'
 
 [Tue Nov 24 02:19:16 2026]
 rule structured_eval:

@@ -1,4 +1,4 @@
-"""`python -m calibft.runlog LOG ATTEMPT COMMAND...`: a job's log keeps every attempt of the job."""
+"""`python -m calibft.core.runlog LOG ATTEMPT COMMAND...`: a job's log keeps every attempt of the job."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""calibft.core.single_writer through `python -m calibft.runlog`: a second copy of a job, started while the first
+"""calibft.core.single_writer through `python -m calibft.core.runlog`: a second copy of a job, started while the first
 still runs (a workflow restarted after its Snakemake died), waits for it, then adopts its outputs or resumes.
 The cluster test (tests/workflow/test_slurm.py) does the same with Slurm jobs."""
 

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 from tokenizers import Regex, normalizers, pre_tokenizers
 
-from calibft import trie as trie_module
+from calibft.data import trie as trie_module
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import TokenizedValues, TrieSet, build_trie, tokenize_values, trie_set_for_spaces

@@ -1,6 +1,6 @@
+from calibft.core.runlog import log_to
 from calibft.demo.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
 from calibft.demo.tiny_model import TinyModelSettings, build_tiny_model
-from calibft.runlog import log_to
 
 log_to(snakemake.log[0])
 settings = dict(snakemake.params.settings)

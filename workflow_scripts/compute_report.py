@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from calibft.artifacts.compute import compute_table, stage_costs
+from calibft.artifacts.reference import read_csv_file
 from calibft.artifacts.tables import write_table
-from calibft.compute import compute_table, stage_costs
-from calibft.reference import read_csv_file
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
 
 log = log_to(snakemake.log[0])
 params = snakemake.params

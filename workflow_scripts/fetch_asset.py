@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from calibft import assets
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.pipeline import assets
 
 log = log_to(snakemake.log[0])
 asset = getattr(assets, snakemake.params.asset)

@@ -1,8 +1,8 @@
-from calibft.assets import snapshot
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.pipeline.assets import snapshot
 
 # A revision that is not a commit (e.g. `main`) goes through a lock file under resources/locks/models/: the
-# first download locks the commit, later ones take it and warn here when the branch has moved (calibft.locks).
+# first download locks the commit, later ones take it and warn here when the branch has moved (calibft.pipeline.locks).
 LOCK_DIR = "resources/locks"
 
 log = log_to(snakemake.log[0])

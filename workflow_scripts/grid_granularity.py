@@ -1,7 +1,7 @@
-from calibft.granularity import construction_costs, write_costs
-from calibft.grid import evenly_spaced, read_prompts
-from calibft.models import load_tokenizer
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.data.granularity import construction_costs, write_costs
+from calibft.data.grid import evenly_spaced, read_prompts
+from calibft.lm.models import load_tokenizer
 
 log = log_to(snakemake.log[0])
 settings = snakemake.params.settings

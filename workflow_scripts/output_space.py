@@ -1,6 +1,6 @@
-from calibft.grid import read_prompts
-from calibft.output_space import SpaceSet, iter_spaces
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.data.grid import read_prompts
+from calibft.data.output_space import SpaceSet, iter_spaces
 
 log = log_to(snakemake.log[0])
 settings = snakemake.params.settings

@@ -1,8 +1,8 @@
 from dataclasses import asdict
 
-from calibft.grid import prompts
-from calibft.io import write_jsonl
-from calibft.runlog import log_to
+from calibft.core.io import write_jsonl
+from calibft.core.runlog import log_to
+from calibft.data.grid import prompts
 
 log = log_to(snakemake.log[0])
 split_prompts = prompts(snakemake.wildcards.split)

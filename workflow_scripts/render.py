@@ -4,11 +4,11 @@ seed that it shows, calibft.artifacts.seed_tables)."""
 from pathlib import Path
 
 from calibft.artifacts.figures import save_figure
-from calibft.artifacts.inputs import seed_inputs
 from calibft.artifacts.registry import artifact
 from calibft.artifacts.seed_tables import render_artifact
 from calibft.artifacts.tables import write_table
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.pipeline.artifact_inputs import seed_inputs
 
 log = log_to(snakemake.log[0])
 name = snakemake.wildcards.artifact

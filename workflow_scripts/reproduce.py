@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
-from calibft.artifacts.inputs import seed_inputs
+from calibft.artifacts.reference import read_csv_file
 from calibft.artifacts.registry import artifact
-from calibft.reference import read_csv_file
-from calibft.reproduction import reproduce
-from calibft.runlog import log_to
+from calibft.artifacts.reproduction import reproduce
+from calibft.core.runlog import log_to
+from calibft.pipeline.artifact_inputs import seed_inputs
 
 log = log_to(snakemake.log[0])
 row = artifact(snakemake.wildcards.artifact)

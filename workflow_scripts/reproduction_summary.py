@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from calibft.artifacts.reproduction import summary_table
 from calibft.artifacts.tables import write_table
-from calibft.reproduction import summary_table
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
 
 log = log_to(snakemake.log[0])
 comparisons = {name: pd.read_csv(path) for name, path in zip(snakemake.params.names, snakemake.input, strict=True)}

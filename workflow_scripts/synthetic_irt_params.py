@@ -1,5 +1,5 @@
-from calibft.evals.gpirt import write_synthetic_params
-from calibft.runlog import log_to
+from calibft.core.runlog import log_to
+from calibft.evals.tinybench.gpirt import write_synthetic_params
 
 log = log_to(snakemake.log[0])
 settings = snakemake.params.settings

@@ -1,7 +1,7 @@
-from calibft.models import load_tokenizer
-from calibft.output_space import SpaceSet
-from calibft.runlog import log_to
-from calibft.trie import trie_set_for_spaces
+from calibft.core.runlog import log_to
+from calibft.data.output_space import SpaceSet
+from calibft.data.trie import trie_set_for_spaces
+from calibft.lm.models import load_tokenizer
 
 log = log_to(snakemake.log[0])
 tokenizer = load_tokenizer(snakemake.params.tokenizer)

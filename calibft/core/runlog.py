@@ -1,5 +1,5 @@
 """Logging for workflow jobs: everything a job reports, progress bars included, goes to its log file, and every
-attempt of a job that is retried or requeued stays in it (`python -m calibft.runlog`), which runs each job as its
+attempt of a job that is retried or requeued stays in it (`python -m calibft.core.runlog`), which runs each job as its
 only writer (calibft.core.single_writer)."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _lines(path: Path) -> Iterator[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m calibft.runlog LOG ATTEMPT [--outputs PATH... --] COMMAND...`: `run_attempt`."""
+    """`python -m calibft.core.runlog LOG ATTEMPT [--outputs PATH... --] COMMAND...`: `run_attempt`."""
     log, attempt, *command = sys.argv[1:] if argv is None else argv
     outputs = []
     if command[:1] == ["--outputs"]:

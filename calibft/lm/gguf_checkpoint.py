@@ -13,7 +13,7 @@ ids the caller names (Gemma's `<end_of_turn>`, which ends every turn of its chat
 field: the file records none, and the `generation_defaults` protocol switch must not find settings that were
 never published.
 
-    python -m calibft.gguf_checkpoint NAME OUT_DIR     # NAME: a key of CHECKPOINTS, e.g. gemma3_270m
+    python -m calibft.lm.gguf_checkpoint NAME OUT_DIR  # NAME: a key of CHECKPOINTS, e.g. gemma3_270m
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Calibration Fine-Tuning: one training loop for the soft-target and hard-target objectives.
 
-    python -m calibft.train JOB.json                     # one process (CPU or one GPU)
-    accelerate launch --config_file launch/fsdp.yaml --num_processes 4 -m calibft.train JOB.json
+    python -m calibft.training.train JOB.json            # one process (CPU or one GPU)
+    accelerate launch --config_file launch/fsdp.yaml --num_processes 4 -m calibft.training.train JOB.json
 
 JOB is a `TrainJob` as JSON (text or file); rule train writes it from the config.
 
@@ -287,7 +287,7 @@ def _save_adapter(accelerator, model, job: TrainJob, log_path: Path, steps, kl_b
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m calibft.train JOB`, where JOB is a TrainJob as JSON text or the path of a JSON file."""
+    """`python -m calibft.training.train JOB`, where JOB is a TrainJob as JSON text or the path of a JSON file."""
     run(read_job(TrainJob, "calibft.training.train", sys.argv[1:] if argv is None else argv))
 
 

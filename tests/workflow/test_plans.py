@@ -103,7 +103,7 @@ def test_a_cluster_job_reads_the_configuration_of_the_main_process(profile, tmp_
 def test_the_demo_on_one_gpu_runs_every_gpu_job_there_in_bf16(tmp_path):
     result = snakemake("-n", "-p", "--forceall", "--directory", str(tmp_path), "--profile", "profiles/demo-gpu")
     assert result.returncode == 0, result.stderr[-2000:]
-    gpu_jobs = [block for block in result.stdout.split("\n\n") if "python -m calibft.runlog" in block]
+    gpu_jobs = [block for block in result.stdout.split("\n\n") if "python -m calibft.core.runlog" in block]
     rules = {re.search(r"rule (\w+):", block).group(1) for block in gpu_jobs}
     assert {"train", "structured_eval", "exact_eval", "noveltybench_score", "paloma_eval"} <= rules
     assert all("gpu=1" in block and '"precision": "bf16"' in block for block in gpu_jobs)
@@ -123,11 +123,15 @@ def test_the_world_size_of_a_training_job_is_its_models_gpus(tmp_path):
     demo = ["-n", "-p", "--forceall", "--profile", "profiles/demo", "results/adapters/tiny/soft/run.json"]
     result = snakemake(*demo, "--configfile", "profiles/demo/demo.yaml", str(overlay))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert '"world_size": 2}' in result.stdout and "ddp.yaml --num_processes 2 -m calibft.train" in result.stdout
+    assert (
+        '"world_size": 2}' in result.stdout and "ddp.yaml --num_processes 2 -m calibft.training.train" in result.stdout
+    )
     one = snakemake(*demo)
-    runlog = "-m calibft.runlog logs/train/tiny/soft.log 1 --outputs results/adapters/tiny/soft/adapter_config.json "
+    runlog = (
+        "-m calibft.core.runlog logs/train/tiny/soft.log 1 --outputs results/adapters/tiny/soft/adapter_config.json "
+    )
     assert '"world_size": 1}' in one.stdout and runlog in one.stdout
-    assert "results/adapters/tiny/soft/run.json -- python -m calibft.train" in one.stdout
+    assert "results/adapters/tiny/soft/run.json -- python -m calibft.training.train" in one.stdout
 
 
 def test_smoke_budgets_plan_every_job_of_the_paper_run_with_small_budgets(paper_plan):
@@ -282,7 +286,7 @@ def test_two_seeds_plan_every_training_and_evaluation_once_per_seed(tmp_path):
     trained = re.findall(r"output: results/seeds/(\d+)/adapters/tiny/(\w+)/adapter_config.json", two.stdout)
     recipes = {recipe for _, recipe in trained}
     assert len(recipes) == once["train"] and sorted(trained) == sorted((s, r) for s in ("11", "12") for r in recipes)
-    jobs = re.findall(r"python -m calibft\.train '(\{.*\})'", two.stdout)
+    jobs = re.findall(r"python -m calibft\.training\.train '(\{.*\})'", two.stdout)
     assert sorted((job["seed"], job["out_dir"]) for job in map(json.loads, jobs)) == sorted(
         (int(seed), f"results/seeds/{seed}/adapters/tiny/{recipe}") for seed, recipe in trained
     )
