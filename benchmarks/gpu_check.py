@@ -73,11 +73,13 @@ from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import TrieSet, trie_set_for_spaces
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.generation import SamplingSettings, sample, stop_token_ids
+from calibft.lm.meta_models import as_loaded, checkpoint_config
 from calibft.lm.models import attach_lora
 from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
 from calibft.lm.trie_walk import NextToken, forwarded_tokens, value_probabilities
 from calibft.pipeline import memory
 from calibft.pipeline.config import read_config
+from calibft.training.largest_batch import TrainingInputs
 from calibft.training.objectives import hard_batch_loss, soft_batch_loss
 
 CONFIG = read_config(Path(__file__).resolve().parents[1] / "config.yaml")
@@ -89,7 +91,7 @@ MODELS = ("qwen3_0p6b", "gemma3_4b_it", "qwen3_8b", "qwen3_14b")
 
 
 def checkpoint(name: str) -> dict:
-    return memory.checkpoint_config(name, CONFIG["models"][name]["hf_id"])
+    return checkpoint_config(name, CONFIG["models"][name]["hf_id"])
 
 
 # --tiny: toy widths for every text stack (Gemma-3's attention scale follows its head size) and its vision tower
@@ -178,7 +180,7 @@ class ExactInputs:
 def model_config(shape: dict, tokenizer, layers: int | None, tiny: bool) -> PretrainedConfig:
     """The configuration of `shape`, ending answers with the tokenizer's EOS; `tiny`: toy widths and the
     tokenizer's vocabulary; `layers`: that many decoder layers (and vision layers)."""
-    shape = memory.as_loaded(shape)
+    shape = as_loaded(shape)
     model_type = shape.pop("model_type")
     text = shape.get("text_config", shape)
     text.update(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
@@ -450,7 +452,7 @@ def estimated_peaks(config: PretrainedConfig, data, exact_inputs: ExactInputs, a
         "soft_peak_gb": memory.Batch("soft", "train_soft", training["per_device_batch_size"], training["max_seq_len"]),
         "hard_peak_gb": memory.Batch("hard", "train_hard", training["per_device_batch_size"], training["max_seq_len"]),
     }
-    inputs = memory.TrainingInputs(tokenizer, spaces, tries, prompt_ids)
+    inputs = TrainingInputs(tokenizer, spaces, tries, prompt_ids)
     measured = memory.measure(config.to_dict(), list(batches.values()), training["lora"], inputs)
     return {
         key: (measured.weights + measured.peaks[batch] + 3 * measured.lora * batch.training) / 1e9

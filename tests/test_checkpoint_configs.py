@@ -150,10 +150,10 @@ def _counted_as_published(config: dict, parameters: int) -> int:
 
 @pytest.mark.parametrize("key", sorted(MODELS))
 def test_the_recorded_config_builds_a_model_of_the_published_size(key):
-    from calibft.pipeline import memory
+    from calibft.lm.meta_models import meta_model
 
     config = json.loads((CHECKPOINTS / key / "config.json").read_text())
-    parameters = sum(p.numel() for p in memory.meta_model(config).parameters())
+    parameters = sum(p.numel() for p in meta_model(config).parameters())
     hf_id = MODELS[key]["hf_id"]
     if hf_id == "openai/gpt-oss-20b":
         assert round(parameters / 1e9, 2) == GPT_OSS_20B_BILLIONS

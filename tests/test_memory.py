@@ -13,6 +13,8 @@ import pytest
 import torch
 
 from calibft import cli
+from calibft.lm import meta_models
+from calibft.lm.models import fsdp_units
 from calibft.pipeline import memory
 from calibft.pipeline.config import read_config
 
@@ -86,6 +88,33 @@ def test_headroom_is_what_the_estimate_leaves_of_the_gpu():
     assert not memory.job_memory("m", entry, batches[1:], heavy)[0].fits
 
 
+def test_a_meta_model_reads_no_mask_and_attends_as_sdpa(tiny_tokenizer):
+    """The meta models attend with `META_SDPA`: on the meta device a padded batch runs (no mask's values are read),
+    and on the CPU it gives sdpa's logits, with padding and without (where sdpa skips the all-ones mask)."""
+    from transformers import Qwen3ForCausalLM
+
+    from calibft.demo.tiny_model import TinyModelSettings, tiny_config
+
+    config = tiny_config(TinyModelSettings(), tiny_tokenizer)
+    on_meta = meta_models.meta_model(config.to_dict())
+    assert on_meta.config._attn_implementation == meta_models.META_SDPA
+    ids = torch.zeros(2, 12, dtype=torch.long, device="meta")
+    assert on_meta(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.shape == (2, 12, len(tiny_tokenizer))
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).eval()
+    ids = torch.randint(5, 50, (2, 12))
+    padded = torch.ones_like(ids)
+    padded[1, 8:] = 0
+    for mask in (torch.ones_like(ids), padded):
+        logits = {}
+        for attention in ("sdpa", meta_models.META_SDPA):
+            model.set_attn_implementation(attention)
+            with torch.inference_mode():
+                logits[attention] = model(input_ids=ids, attention_mask=mask).logits[mask.bool()]
+        # float32 both ways; a skipped mask only changes which kernel sums the same terms, in another order
+        torch.testing.assert_close(logits[meta_models.META_SDPA], logits["sdpa"], rtol=1e-5, atol=1e-5)
+
+
 @functools.cache
 def _paper_rows() -> tuple[memory.JobMemory, ...]:
     rows, _, left_out = memory.plan_memory(CONFIG, measure_missing=False)
@@ -117,7 +146,7 @@ def test_the_recorded_measurements_are_what_measuring_again_gives():
 
 
 @pytest.fixture(scope="module")
-def training_inputs() -> memory.TrainingInputs:
+def training_inputs():
     return memory.training_inputs(CONFIG)
 
 
@@ -127,7 +156,7 @@ def test_every_gpu_job_runs_on_each_checkpoint_at_full_width(model_key, training
     (LoRA attached for training), and what it holds is the recorded full-depth measurement's per layer: the
     decoder layers are alike, so the full model is the cut one plus its other layers, and each batch adds no
     more than it does at full depth."""
-    checkpoint = memory.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])
+    checkpoint = meta_models.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])
     batches = memory.gpu_batches(CONFIG)
     cut = memory.measure(checkpoint, batches, CONFIG["training"]["lora"], training_inputs, layers=1)
     _, full = memory.read_record()[model_key]
@@ -148,9 +177,9 @@ def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
     from calibft.lm.models import attach_lora
     from tests.fsdp_policy import wrap_policy, wrapped_modules
 
-    checkpoint = memory.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])
-    root, layer = memory._fsdp_units(memory.meta_model(checkpoint, 2))
-    model = attach_lora(memory.meta_model(checkpoint, 2), CONFIG["training"]["lora"])
+    checkpoint = meta_models.checkpoint_config(model_key, CONFIG["models"][model_key]["hf_id"])
+    root, layer = fsdp_units(meta_models.meta_model(checkpoint, 2))
+    model = attach_lora(meta_models.meta_model(checkpoint, 2), CONFIG["training"]["lora"])
     units = wrapped_modules(model, wrap_policy(model, fsdp_env))
     frozen = {name: p for name, p in model.named_parameters() if not p.requires_grad}
     inside = {id(p) for unit in units.values() for p in unit.parameters()}
@@ -165,7 +194,7 @@ def test_the_fsdp_units_are_those_accelerate_wraps(model_key, fsdp_env):
 def test_gpt_oss_loads_its_experts_in_bf16_on_an_a100_without_the_kernels_package(kernels_installed):
     """What transformers' own MXFP4 quantizer does with GPT-OSS-20B's recorded quantization_config on an A100
     (compute capability 8.0, Triton installed with CUDA torch): without the `kernels` package, which the pinned
-    environment does not install, it dequantizes the experts to bf16, as `memory.as_loaded` builds the model;
+    environment does not install, it dequantizes the experts to bf16, as `meta_models.as_loaded` builds the model;
     with it, they would stay in MXFP4."""
     from unittest import mock
 
@@ -174,7 +203,7 @@ def test_gpt_oss_loads_its_experts_in_bf16_on_an_a100_without_the_kernels_packag
 
     assert importlib.util.find_spec("kernels") is None
     assert not re.search(r"^kernels\b", (ROOT / "constraints.txt").read_text(), re.M)
-    config = AutoConfig.from_pretrained(memory.CHECKPOINTS / "gpt_oss_20b")
+    config = AutoConfig.from_pretrained(meta_models.CHECKPOINTS / "gpt_oss_20b")
     quantizer = AutoHfQuantizer.from_config(config.quantization_config, pre_quantized=True)
     with (
         mock.patch.object(quantizer_mxfp4, "get_current_accelerator", return_value=torch.device("cuda")),
@@ -186,7 +215,8 @@ def test_gpt_oss_loads_its_experts_in_bf16_on_an_a100_without_the_kernels_packag
     ):
         quantizer.validate_environment()
     assert quantizer.quantization_config.dequantize is not kernels_installed
-    experts = memory.meta_model(json.loads((memory.CHECKPOINTS / "gpt_oss_20b" / "config.json").read_text()), 1)
+    recorded = json.loads((meta_models.CHECKPOINTS / "gpt_oss_20b" / "config.json").read_text())
+    experts = meta_models.meta_model(recorded, 1)
     gate_up = experts.model.layers[0].mlp.experts.gate_up_proj
     assert gate_up.dtype == torch.bfloat16 and gate_up.shape == (32, 2880, 2 * 2880)
 
@@ -196,10 +226,10 @@ def test_the_evaluators_are_built_at_their_published_sizes():
     parameters, with a score head of one output; the classifier DeBERTa-v3-large, its 128,100 x 1,024 embeddings
     and 24 layers, with a head of two."""
     configs = memory.evaluator_configs(CONFIG)
-    reward = memory.meta_model(configs["reward_model"], classifier=True)
+    reward = meta_models.meta_model(configs["reward_model"], classifier=True)
     assert type(reward).__name__ == "Gemma2ForSequenceClassification"
     assert sum(p.numel() for p in reward.parameters()) == 27_227_128_320 + 4_608
-    classifier = memory.meta_model(configs["classifier"], classifier=True, dtype="float32")
+    classifier = meta_models.meta_model(configs["classifier"], classifier=True, dtype="float32")
     assert classifier.deberta.embeddings.word_embeddings.weight.shape == (128_100, 1_024)
     assert len(classifier.deberta.encoder.layer) == 24 and classifier.classifier.out_features == 2
 

@@ -121,18 +121,10 @@ def documents_nll(
     spans = [(d, span) for d, doc in enumerate(ids) for span in windows(len(doc), window, stride)]
     order = sorted(range(len(spans)), key=lambda i: spans[i][1][0] - spans[i][1][1])  # longest first, stable
     window_nll = [0.0] * len(spans)
-    device = input_device(model)
     with inference(model):
         for begin in range(0, len(order), batch_size):
             batch = order[begin : begin + batch_size]
-            rows = [ids[spans[i][0]][spans[i][1][0] : spans[i][1][1]] for i in batch]
-            width = max(len(row) for row in rows)
-            input_ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for r, row in enumerate(rows):
-                input_ids[r, : len(row)], mask[r, : len(row)] = row, 1
-            input_ids = input_ids.to(device)
-            logits = model(input_ids=input_ids, attention_mask=mask.to(device)).logits
+            input_ids, logits = window_logits(model, [ids[spans[i][0]][spans[i][1][0] : spans[i][1][1]] for i in batch])
             for r, i in enumerate(batch):
                 start, end, first = spans[i][1]
                 # the logits at position p predict the token at p + 1
@@ -141,13 +133,40 @@ def documents_nll(
                 if numerics == "logits_dtype":
                     window_nll[i] = F.cross_entropy(scoring, targets, reduction="none").sum().item()
                     continue
-                log_probs = torch.log_softmax(scoring.float(), dim=-1)
+                log_probs = token_log_probs(scoring)
                 nll = -log_probs.gather(-1, targets[:, None]).squeeze(-1)
                 window_nll[i] = nll.double().sum().item()
     totals = [(0.0, 0)] * len(ids)
     for (d, (_, end, first)), nll in zip(spans, window_nll, strict=True):
         totals[d] = (totals[d][0] + nll, totals[d][1] + end - first)
     return totals
+
+
+def window_logits(model, rows: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of windows (token ids), right-padded with `PAD_ID` to the longest under an attention mask: the
+    batch's token ids and every position's logits, on the model's device. No cache is kept: each window is scored
+    once."""
+    device = input_device(model)
+    width = max(len(row) for row in rows)
+    input_ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        input_ids[r, : len(row)], mask[r, : len(row)] = row, 1
+    input_ids = input_ids.to(device)
+    return input_ids, model(input_ids=input_ids, attention_mask=mask.to(device), use_cache=False).logits
+
+
+def token_log_probs(scoring: torch.Tensor) -> torch.Tensor:
+    """float32 log-softmax of one window's logits at its scored tokens (the `fp32` numerics)."""
+    return torch.log_softmax(scoring.float(), dim=-1)
+
+
+def largest_window_batch(model, batch_size: int = PALOMA_BATCH_SIZE, window: int = PALOMA_WINDOW) -> None:
+    """The largest batch `documents_nll` runs, on token ids of zeros (the meta device for the memory estimate):
+    `batch_size` windows of `window` tokens, every position's logits, and a first window's log-probabilities of
+    its scored tokens (one window's at a time)."""
+    _, logits = window_logits(model, [torch.zeros(window, dtype=torch.long)] * batch_size)
+    token_log_probs(logits[0, : window - 1])
 
 
 @dataclass(frozen=True)

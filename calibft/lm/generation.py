@@ -116,7 +116,7 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     (top-p filtered, or underflowed in the softmax) can never be drawn. A row with no finite positive total (NaN
     or infinite logits) raises `NonFiniteProbabilities`, where searchsorted would give an id past the vocabulary.
     """
-    cdf = probs.to(torch.float64).cumsum(dim=-1)
+    cdf = cumulative(probs)
     total = cdf[:, -1:]
     valid = torch.isfinite(total) & (total > 0)
     if not bool(valid.all()):
@@ -130,12 +130,21 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return torch.searchsorted(cdf, point, right=True).squeeze(1)
 
 
+def cumulative(probs: torch.Tensor) -> torch.Tensor:
+    """float64 cumulative sums of each row of `probs` [rows, vocab], which `draw` locates its points in."""
+    return probs.to(torch.float64).cumsum(dim=-1)
+
+
+def next_token_probs(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """float32 [rows, vocab]: softmax(logits / temperature), top-p filtered."""
+    return top_p_filter(torch.softmax(logits.float() / temperature, dim=-1), top_p)
+
+
 def sampler(temperature: float, top_p: float, generator: torch.Generator) -> Chooser:
     """The chooser that draws each row's next token from softmax(logits / temperature), top-p filtered."""
 
     def choose(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
-        return draw(top_p_filter(probs, top_p), generator)
+        return draw(next_token_probs(logits, temperature, top_p), generator)
 
     return choose
 
@@ -179,8 +188,7 @@ def decode(
     lengths = torch.full((num_answers,), max_new_tokens, dtype=torch.long, device=device)
     with inference(model):
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=device)
-        prefill = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
-        prefill_cache, prefill_logits = prefill.past_key_values, prefill.logits[:, -1].float()
+        prefill_cache, prefill_logits = prefill(model, prompt)
         with tqdm(total=num_answers, desc="answers", unit="answer", disable=not progress) as bar:
             for start in range(0, num_answers, batch_size):
                 rows = torch.arange(start, min(start + batch_size, num_answers), device=device)
@@ -191,6 +199,41 @@ def decode(
         token_ids=[row[:n] for row, n in zip(tokens.tolist(), lengths_host, strict=True)],
         finished=np.array([n < max_new_tokens for n in lengths_host], dtype=bool),
     )
+
+
+def prefill(model: Any, prompt: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    """The prompt [1, length] run once: its KV cache and the float32 [1, vocab] logits after it."""
+    out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
+    return out.past_key_values, out.logits[:, -1].float()
+
+
+def batch_cache(prefill_cache: Any, rows: int) -> Any:
+    """A copy of the prompt's cache (the next decode batch needs it intact), repeated once per row."""
+    cache = copy.deepcopy(prefill_cache)
+    cache.batch_repeat_interleave(rows)
+    return cache
+
+
+def decode_step(model: Any, next_ids: torch.Tensor, cache: Any) -> torch.Tensor:
+    """Feed each row's token `next_ids` [rows] on top of its cache (which grows by it): the float32 [rows, vocab]
+    logits after it."""
+    return model(input_ids=next_ids[:, None], past_key_values=cache, use_cache=True).logits[:, -1].float()
+
+
+def largest_decode_step(
+    model: Any, prompt_length: int, max_new_tokens: int, batch_size: int, temperature: float = 1.0, top_p: float = 1.0
+) -> None:
+    """The engine's largest step, on token ids of zeros on the model's device (the meta device for the memory
+    estimate): a prompt prefilled, its cache copied for `batch_size` rows, and the last decode step of answers
+    of `max_new_tokens` tokens, which feeds their last token but one after the prompt and the tokens before it,
+    up to the float64 sums that the last draw takes (`draw` reads them then). The cache is prefilled to that
+    length at once."""
+    device = input_device(model)
+    cached = prompt_length + max(max_new_tokens - 2, 0)
+    cache, _ = prefill(model, torch.zeros(1, cached, dtype=torch.long, device=device))
+    cache = batch_cache(cache, batch_size)
+    logits = decode_step(model, torch.zeros(batch_size, dtype=torch.long, device=device), cache)
+    cumulative(next_token_probs(logits, temperature, top_p))
 
 
 def _decode_batch(
@@ -208,8 +251,7 @@ def _decode_batch(
     The prefill cache is copied (the next batch needs it intact) and repeated once per row; the first token of
     every row comes from the prefill's logits. Finished rows are dropped from the cache and the active set.
     """
-    cache = copy.deepcopy(prefill_cache)
-    cache.batch_repeat_interleave(len(rows))
+    cache = batch_cache(prefill_cache, len(rows))
     logits = prefill_logits.expand(len(rows), -1)
     max_new_tokens = tokens.shape[1]
     for step in range(max_new_tokens):
@@ -225,7 +267,7 @@ def _decode_batch(
             cache.batch_select_indices(keep)
         if step == max_new_tokens - 1:
             return
-        logits = model(input_ids=next_ids[:, None], past_key_values=cache, use_cache=True).logits[:, -1].float()
+        logits = decode_step(model, next_ids, cache)
 
 
 def sample(
@@ -258,11 +300,13 @@ def sample_texts(
     seed: int,
     stop_ids: Sequence[int] | None = None,
     progress: bool = False,
+    reasoning: str = "strip_reasoning",
 ) -> tuple[list[str], np.ndarray]:
-    """Sampled answers as text (`decode_output`: special tokens skipped, reasoning stripped) and `finished`.
+    """Sampled answers as text (`decode_output`: special tokens skipped, reasoning stripped or, under `reasoning`
+    `release`, kept) and `finished`.
 
     `stop_ids` defaults to `stop_token_ids(model, tokenizer)`.
     """
     stops = stop_token_ids(model, tokenizer) if stop_ids is None else stop_ids
     generations = sample(model, prompt_ids, settings, stops, seed, progress)
-    return [decode_output(tokenizer, ids) for ids in generations.token_ids], generations.finished
+    return [decode_output(tokenizer, ids, reasoning) for ids in generations.token_ids], generations.finished

@@ -142,6 +142,23 @@ def _keep_present_layer_classes(model) -> None:
         model._no_split_modules = {name for name in model._no_split_modules if name in present}
 
 
+def parameter_bytes(module) -> int:
+    """Bytes of a module's parameters."""
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def fsdp_units(model) -> tuple[int, int]:
+    """Bytes of the root unit (the parameters outside every layer that FSDP's TRANSFORMER_BASED_WRAP wraps) and
+    of the largest wrapped layer, as Accelerate wraps `model._no_split_modules` of the model `attach_lora` makes
+    ready (`_keep_present_layer_classes`)."""
+    _keep_present_layer_classes(model)
+    wrapped = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [m for m in model.modules() if type(m).__name__ in wrapped]
+    inner = {id(p) for layer in layers for p in layer.parameters()}
+    root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
+    return root, max((parameter_bytes(layer) for layer in layers), default=0)
+
+
 def attach_lora(model, lora: dict):
     """Wrap a base model with a fresh LoRA adapter (`training.lora` of the config); only it is trainable.
 

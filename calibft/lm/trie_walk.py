@@ -118,25 +118,60 @@ class _NodeFeeder:
         self.masks = _TreeMasks(model, len(prompt_ids), trie, shape)
         self.tokens = len(prompt_ids)  # tokens fed so far
         prompt = torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
-        # full layers only: the prompt's every token stays in the cache, the masks apply the sliding windows
-        prefill = model(input_ids=prompt, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
-        self.prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
-        self.prompt_logits = prefill.logits[:, -1]
+        self.prompt_cache, self.prompt_logits = prompt_prefill(model, prompt)
 
     def __call__(self, ancestors: np.ndarray, nodes: np.ndarray) -> torch.Tensor:
         """[len(nodes), vocab] logits after each of `nodes`; `ancestors` holds every ancestor of theirs (the root
         excepted) that is not one of them."""
         fed = np.concatenate([ancestors, nodes])
         self.tokens += len(fed)
-        out = self.model(
-            input_ids=torch.as_tensor(self.trie.node_token[fed], device=self.device).long()[None],
-            position_ids=torch.as_tensor(self.prompt_length - 1 + self.depth[fed], device=self.device)[None],
-            attention_mask=self.masks.of(fed),
-            past_key_values=DynamicCache(self.prompt_cache),  # a new cache on the prompt's tensors: they stay as is
-            use_cache=True,
-            logits_to_keep=len(nodes),
-        )
-        return out.logits[0]
+        input_ids = torch.as_tensor(self.trie.node_token[fed], device=self.device).long()[None]
+        position_ids = torch.as_tensor(self.prompt_length - 1 + self.depth[fed], device=self.device)[None]
+        return node_logits(self.model, self.prompt_cache, input_ids, position_ids, self.masks.of(fed), len(nodes))
+
+
+def prompt_prefill(model: Any, prompt: torch.Tensor) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """The prompt [1, length] run once: each layer's keys and values, and the [1, vocab] logits after it. Its cache
+    has full layers only, so that every token of the prompt stays in it; the masks apply the sliding windows."""
+    prefill = model(input_ids=prompt, past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)
+    return [(layer.keys, layer.values) for layer in prefill.past_key_values.layers], prefill.logits[:, -1]
+
+
+def node_logits(
+    model: Any,
+    prompt_cache: list[tuple[torch.Tensor, torch.Tensor]],
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    masks: torch.Tensor | dict[str, torch.Tensor],
+    scored: int,
+) -> torch.Tensor:
+    """One batch of nodes fed after the prompt's cache as one sequence (`input_ids`, `position_ids` [1, fed]) under
+    their tree `masks`: the [scored, vocab] logits of its last `scored` tokens."""
+    out = model(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        attention_mask=masks,
+        past_key_values=DynamicCache(prompt_cache),  # a new cache on the prompt's tensors: they stay as is
+        use_cache=True,
+        logits_to_keep=scored,
+    )
+    return out.logits[0]
+
+
+def largest_node_batch(
+    model: Any, prompt_length: int, batch_nodes: int, depth: int, next_token: NextToken = NextToken()
+) -> None:
+    """The walk's largest batch, on token ids of zeros on the model's device (the meta device for the memory
+    estimate): a prompt's cache, then `batch_nodes` nodes and the ancestors of the first (at most `depth` - 1 in
+    a trie whose internal nodes are at most `depth` deep) fed after it under their masks, and the rows'
+    next-token log-probabilities."""
+    device = input_device(model)
+    prompt_cache, _ = prompt_prefill(model, torch.zeros(1, prompt_length, dtype=torch.long, device=device))
+    fed = batch_nodes + depth - 1
+    chain = np.tril(np.ones((fed, fed), dtype=bool))  # the masks' shapes, whatever nodes they hold
+    masks = tree_masks(model, prompt_length, chain, prompt_length + np.arange(fed))
+    ids = torch.zeros(1, fed, dtype=torch.long, device=device)
+    next_token.log_probs(node_logits(model, prompt_cache, ids, ids, masks, batch_nodes))
 
 
 @dataclass
@@ -270,22 +305,36 @@ def layer_masks(full: torch.Tensor, sliding: torch.Tensor | None) -> torch.Tenso
     return full if sliding is None else {"full_attention": full, "sliding_attention": sliding}
 
 
+def tree_masks(
+    model: Any, prompt_length: int, tree: np.ndarray, position: np.ndarray
+) -> torch.Tensor | dict[str, torch.Tensor]:
+    """Additive attention masks of nodes fed after the prompt, a tensor or one per layer type: node i sees the
+    prompt and the fed nodes j with `tree[i, j]` (its ancestors and itself), and on sliding-window layers only the
+    keys fewer than the window's positions behind its `position` (the model's own rule,
+    `transformers.masking_utils.sliding_window_overlay`)."""
+    dtype, device, window = model.get_input_embeddings().weight.dtype, input_device(model), sliding_window(model)
+
+    def additive(allowed: np.ndarray) -> torch.Tensor:
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
+        mask.masked_fill_(torch.as_tensor(~allowed, device=device), torch.finfo(dtype).min)
+        return mask[None, None]
+
+    allowed = np.concatenate([np.ones((len(tree), prompt_length), dtype=bool), tree], axis=1)
+    if window is None:
+        return layer_masks(additive(allowed), None)
+    key_position = np.concatenate([np.arange(prompt_length), position])
+    in_window = position[:, None] - key_position[None, :] < window
+    return layer_masks(additive(allowed), additive(allowed & in_window))
+
+
 class _TreeMasks:
-    """Additive attention masks of a batch fed after the prompt: each node sees the prompt and its ancestors and
-    itself, and on sliding-window layers only the keys fewer than the window's positions behind it (the model's
-    own rule, `transformers.masking_utils.sliding_window_overlay`)."""
+    """The masks (`tree_masks`) of the batches of one trie fed after the prompt: each node sees the prompt, its
+    ancestors and itself."""
 
     def __init__(self, model: Any, prompt_length: int, trie: Trie, shape: TreeShape):
-        self.window = sliding_window(model)
-        self.prompt_length, self.depth = prompt_length, shape.depth
+        self.model, self.prompt_length, self.depth = model, prompt_length, shape.depth
         self.parent = trie.node_parent.astype(np.int64)
-        self.dtype, self.device = model.get_input_embeddings().weight.dtype, input_device(model)
         self.slot = np.full(trie.num_nodes, -1, dtype=np.int64)  # each fed node's index in the batch
-
-    def _additive(self, allowed: np.ndarray) -> torch.Tensor:
-        mask = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
-        mask.masked_fill_(torch.as_tensor(~allowed, device=self.device), torch.finfo(self.dtype).min)
-        return mask[None, None]
 
     def of(self, fed: np.ndarray) -> torch.Tensor | dict[str, torch.Tensor]:
         """The mask of the nodes `fed` (each node's ancestors among them): a tensor, or per layer type."""
@@ -299,13 +348,7 @@ class _TreeMasks:
             kept = node > 0
             rows, node = rows[kept], node[kept]
         self.slot[fed] = -1
-        allowed = np.concatenate([np.ones((len(fed), self.prompt_length), dtype=bool), tree], axis=1)
-        if self.window is None:
-            return layer_masks(self._additive(allowed), None)
-        position = self.prompt_length - 1 + self.depth[fed]
-        key_position = np.concatenate([np.arange(self.prompt_length), position])
-        in_window = position[:, None] - key_position[None, :] < self.window
-        return layer_masks(self._additive(allowed), self._additive(allowed & in_window))
+        return tree_masks(self.model, self.prompt_length, tree, self.prompt_length - 1 + self.depth[fed])
 
 
 class _ChildScorer:

@@ -1,13 +1,14 @@
 """Peak GPU memory of the paper's GPU jobs at full size, without weights and without a GPU.
 
 Each model is built from its checkpoint's published `config.json` (reference/checkpoints/) on torch's meta
-device, in bf16 as the jobs load it: tensors there have shapes and dtypes but no storage, so a 27B model costs
-nothing. Each job's largest batch then runs on it: a training step through the batch the objectives build
-(`calibft.training.objectives.make_batch`), the model's forward on it, backward and AdamW's step, an evaluation batch
-through the model calls of its job (the sampling engine's prefill, cache copy and decode step; the exact walk's
-tree-masked node batch; teacher forcing; PALOMA's windows; NoveltyBench's evaluators scoring, `scoring_memory`).
-`PeakTracker` counts the bytes of every tensor the batch creates while it is alive, so its peak is what the batch
-adds to the weights.
+device, in bf16 as the jobs load it (`calibft.lm.meta_models`): tensors there have shapes and dtypes but no
+storage, so a 27B model costs nothing. Each job's largest step then runs on it, by its runner's own function:
+a training step on the batch the objectives build (`calibft.training.largest_batch`: forward, the loss's
+log-softmax, backward) and AdamW's step; an evaluation's largest batch (the sampling engine's
+`largest_decode_step`, the exact walk's `largest_node_batch`, teacher forcing's `forcing_batch`, PALOMA's
+`largest_window_batch`; NoveltyBench's evaluators scoring, `scoring_memory`). This module sizes the batches
+from the configuration (`gpu_batches`). `PeakTracker` counts the bytes of every tensor off the CPU that the step
+creates while it is alive, so its peak is what the step adds to the weights.
 
 What a job needs per GPU (`job_memory`):
 
@@ -31,8 +32,6 @@ experts are dequantized to bf16 when loaded, and the estimate is of that bf16 mo
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import functools
 import hashlib
 import json
@@ -41,12 +40,14 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from calibft.core.repository import REFERENCE
+from calibft.lm.meta_models import checkpoint_config, meta_model
 
-CHECKPOINTS = REFERENCE / "checkpoints"
+if TYPE_CHECKING:
+    from calibft.training.largest_batch import TrainingInputs
+
 EVALUATORS = REFERENCE / "evaluators"  # config.json of NoveltyBench's reward model and similarity classifier
 EVALUATOR_MODELS = ("reward_model", "classifier")  # keys of evaluation.noveltybench.evaluators
 RECORD = REFERENCE / "memory.json"  # the measurements behind docs/cluster.md's table (`calibft memory --record`)
@@ -161,65 +162,12 @@ def gpu_batches(config: Mapping) -> list[Batch]:
     ]
 
 
-def checkpoint_config(model_key: str, hf_id: str, folder: Path = CHECKPOINTS) -> dict:
-    """A checkpoint's published config.json: as recorded under reference/checkpoints/{model_key}/ for the
-    paper's models, else from the Hugging Face hub (or its local cache) by `hf_id`."""
-    path = folder / model_key / "config.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    from transformers import AutoConfig
-
-    try:
-        return AutoConfig.from_pretrained(hf_id).to_dict()
-    except OSError as err:
-        raise FileNotFoundError(
-            f"no configuration of model {model_key!r}: {path} is not recorded and {hf_id} cannot be read from the "
-            f"Hugging Face hub or its cache ({err})"
-        ) from err
-
-
 def _digest(checkpoint: Mapping) -> str:
     return hashlib.sha256(json.dumps(checkpoint, sort_keys=True).encode()).hexdigest()
 
 
-def _text_config(config: dict) -> dict:
-    return config.get("text_config", config)
-
-
-def with_layers(config: Mapping, layers: int) -> dict:
-    """`config` with its decoder cut to the first `layers` layers (their attention types kept)."""
-    config = copy.deepcopy(dict(config))
-    text = _text_config(config)
-    text["num_hidden_layers"] = layers
-    if "layer_types" in text:
-        text["layer_types"] = text["layer_types"][:layers]
-    return config
-
-
-def as_loaded(config: Mapping) -> dict:
-    """A checkpoint's configuration as the pinned environment loads it: GPT-OSS's MXFP4 quantization left out, since
-    without the `kernels` package transformers dequantizes the experts to bf16 (module docstring)."""
-    config = copy.deepcopy(dict(config))
-    config.pop("quantization_config", None)
-    return config
-
-
-def meta_model(config: Mapping, layers: int | None = None, classifier: bool = False, dtype: str = "bfloat16"):
-    """The model that `calibft.lm.models.load_model` builds from `config` on a GPU (bf16), on the meta device, its
-    decoder cut to `layers` layers when given, its quantization left out as loaded (`as_loaded`); with
-    `classifier`, the sequence-classification model that `calibft.lm.models.load_classifier` builds, in `dtype`."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
-
-    config = as_loaded(with_layers(config, layers) if layers is not None else config)
-    built = AutoConfig.for_model(config.pop("model_type"), **config)
-    auto = AutoModelForSequenceClassification if classifier else AutoModelForCausalLM
-    with torch.device("meta"):
-        return auto.from_config(built, dtype=getattr(torch, dtype))
-
-
 class PeakTracker:
-    """Bytes of the tensors created inside `with tracker:` that are still alive, and their peak.
+    """Bytes of the tensors created inside `with tracker:` off the CPU that are still alive, and their peak.
 
     A storage is counted once however many views share it, from the first tensor that holds it until the last
     one is freed; storages that existed before (the weights), and views of them, are not counted."""
@@ -238,6 +186,8 @@ class PeakTracker:
             del self._holders[key]
 
     def _hold(self, tensor, inputs: set[int]) -> None:
+        if tensor.device.type == "cpu":  # a batch built on the host before it moves: no GPU memory
+            return
         storage = tensor.untyped_storage()
         key = storage._cdata
         entry = self._holders.get(key)
@@ -277,161 +227,12 @@ class PeakTracker:
         self._mode.__exit__(*exc)
 
 
-def _parameter_bytes(module) -> int:
-    return sum(p.numel() * p.element_size() for p in module.parameters())
-
-
-def _fsdp_units(model) -> tuple[int, int]:
-    """Bytes of the root unit (the parameters outside every layer that FSDP's TRANSFORMER_BASED_WRAP wraps) and
-    of the largest wrapped layer, as Accelerate wraps `model._no_split_modules`."""
-    from calibft.lm.models import _keep_present_layer_classes
-
-    _keep_present_layer_classes(model)
-    wrapped = set(getattr(model, "_no_split_modules", None) or ())
-    layers = [m for m in model.modules() if type(m).__name__ in wrapped]
-    inner = {id(p) for layer in layers for p in layer.parameters()}
-    root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
-    return root, max((_parameter_bytes(layer) for layer in layers), default=0)
-
-
-@dataclass(frozen=True)
-class TrainingInputs:
-    """A training batch's data: the training spaces and tries of `rows` training prompts (Qwen3's tokenizer)
-    and prompt ids long enough that each sequence, with the longest completion, fills `seq_len` tokens."""
-
-    tokenizer: object
-    spaces: object
-    tries: object
-    prompt_ids: list[list[int]]
-
-    @classmethod
-    def build(cls, tokenizer, space: Mapping, rows: int, seq_len: int) -> TrainingInputs:
-        from calibft.data.grid import prompts
-        from calibft.data.output_space import SpaceSet, spaces_for_prompts
-        from calibft.data.trie import trie_set_for_spaces
-
-        chosen = prompts("train")[:rows]
-        spaces = SpaceSet.from_spaces(
-            [p.id for p in chosen], spaces_for_prompts(chosen, space["decimals"], space["max_bins"])
-        )
-        tries = trie_set_for_spaces(tokenizer, spaces)
-        longest = int(tries.value_length.max())
-        return cls(tokenizer, spaces, tries, [[tokenizer.eos_token_id] * (seq_len - longest)] * rows)
-
-    def completion_batch(self, kind: str, rows: int, seq_len: int):
-        """The batch that the soft (a trie path per prompt) or hard (a canonical string per prompt) objective
-        builds, with `calibft.training.objectives.make_batch`."""
-        from calibft.data.trie import tokenize_values
-        from calibft.training.objectives import make_batch
-
-        items, rng = np.arange(rows), np.random.default_rng(0)
-        pad = self.tokenizer.eos_token_id
-        if kind == "train_soft":
-            targets = self.tries.path_targets(items, self.tries.sample_values(items, rng))
-            tokens, lengths = targets.tokens, targets.lengths
-        else:
-            values = self.spaces.sample_values(items, rng)
-            completions = tokenize_values(self.tokenizer, self.spaces.values[self.spaces.offsets[items] + values])
-            tokens, lengths = completions.tokens, completions.lengths
-        return make_batch([self.prompt_ids[i] for i in items], tokens, lengths, pad, seq_len)
-
-
 def training_inputs(config: Mapping) -> TrainingInputs:
     """The data of the plan's training batch (`gpu_batches`), on the soft training space with Qwen3's tokenizer."""
-    from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
+    from calibft.training.largest_batch import training_inputs as build
 
     train = next(batch for batch in gpu_batches(config) if batch.training)
-    tokenizer = load_packaged_tokenizer("qwen3")
-    return TrainingInputs.build(tokenizer, config["output_spaces"]["soft"], train.rows, train.prompt)
-
-
-def _train_step(model, completion) -> None:
-    """A training step's forward and backward (`calibft.training.objectives.completion_logits`). The objectives' index
-    arithmetic reads values that meta tensors lack, so the loss is the float32 log-softmax of the completion
-    steps' logits, the largest tensor either objective makes of them."""
-    import torch
-
-    from calibft.training.objectives import completion_logits
-
-    logits = completion_logits(model, completion.to(torch.device("meta")))
-    torch.log_softmax(logits.float(), dim=-1).mean().backward()
-
-
-def _decode_step(model, rows: int, context: int) -> None:
-    """The sampling engine at its largest (`calibft.lm.generation`): the prompt prefilled once, its cache copied
-    and repeated per row, one decode step whose cache holds `context` tokens, the float32 softmax and the
-    float64 sums that a draw takes."""
-    import torch
-
-    prefill = model(
-        input_ids=torch.zeros(1, context - 1, dtype=torch.long, device="meta"), use_cache=True, logits_to_keep=1
-    )
-    cache = copy.deepcopy(prefill.past_key_values)
-    cache.batch_repeat_interleave(rows)
-    del prefill
-    logits = (
-        model(input_ids=torch.zeros(rows, 1, dtype=torch.long, device="meta"), past_key_values=cache, use_cache=True)
-        .logits[:, -1]
-        .float()
-    )
-    probs = torch.softmax(logits, dim=-1)
-    probs.to(torch.float64).cumsum(dim=-1)
-
-
-def _exact_walk(model, rows: int, prompt: int, levels: int) -> None:
-    """The exact walk's batch (`calibft.lm.trie_walk`): the prompt's cache, then `rows` trie nodes and the ancestors
-    of the first (at most `levels` - 1) fed after it as one sequence under a tree mask, a new cache on the
-    prompt's tensors, the rows' logits and their float32 log-softmax."""
-    import torch
-    from transformers import DynamicCache
-
-    from calibft.lm.trie_walk import layer_masks, sliding_window
-
-    prefill = model(
-        input_ids=torch.zeros(1, prompt, dtype=torch.long, device="meta"),
-        past_key_values=DynamicCache(),
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    prompt_cache = [(layer.keys, layer.values) for layer in prefill.past_key_values.layers]
-    del prefill
-    fed = rows + levels - 1
-    dtype = model.get_input_embeddings().weight.dtype
-    mask = torch.zeros(1, 1, fed, prompt + fed, dtype=dtype, device="meta")
-    masks = layer_masks(mask, None if sliding_window(model) is None else mask.clone())
-    logits = model(
-        input_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
-        position_ids=torch.zeros(1, fed, dtype=torch.long, device="meta"),
-        attention_mask=masks,
-        past_key_values=DynamicCache(prompt_cache),
-        use_cache=True,
-        logits_to_keep=rows,
-    ).logits[0]
-    torch.log_softmax(logits.float(), dim=-1)
-
-
-def _forcing(model, rows: int, prompt: int, scored: int) -> None:
-    """Teacher forcing of `rows` sequences: the logits of the `scored` positions and their float32 log-softmax
-    (the logit KL's; TinyBenchmarks' takes one row at a time, less)."""
-    import torch
-
-    keep = scored + 1
-    logits = model(
-        input_ids=torch.zeros(rows, prompt + scored, dtype=torch.long, device="meta"),
-        logits_to_keep=keep,
-        use_cache=False,
-    ).logits
-    torch.log_softmax(logits.float(), dim=-1)
-
-
-def _windows(model, rows: int, window: int) -> None:
-    """PALOMA's batch (`calibft.evals.paloma.documents_nll`): every position's logits of `rows` windows, then
-    one row's float32 log-softmax at a time."""
-    import torch
-
-    ids = torch.zeros(rows, window, dtype=torch.long, device="meta")
-    logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
-    torch.log_softmax(logits[0].float(), dim=-1)
+    return build(config["output_spaces"]["soft"], train.rows, train.prompt)
 
 
 @dataclass(frozen=True)
@@ -455,51 +256,36 @@ class JobMemory:
         return self.headroom >= HEADROOM
 
 
-@contextlib.contextmanager
-def _meta_tensors_traced():
-    """transformers takes shortcuts that read a mask's values (all ones: no mask needed) except on tensors that it
-    sees being traced; meta tensors have no values either, so they are treated as traced."""
-    from unittest import mock
-
-    from transformers import masking_utils
-
-    traced = masking_utils.is_tracing
-    with mock.patch.object(
-        masking_utils, "is_tracing", lambda tensor=None: traced(tensor) or getattr(tensor, "is_meta", False)
-    ):
-        yield
-
-
 def _run_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) -> int:
-    """Bytes the batch adds to the weights at its peak."""
-    with _meta_tensors_traced():
-        return _traced_batch(model, batch, lora, inputs)
-
-
-def _traced_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) -> int:
+    """Bytes the batch adds to the weights at its peak: the largest step of the batch's runner, run by the
+    runner's own function."""
     import torch
 
+    from calibft.evals.paloma import largest_window_batch
+    from calibft.lm.generation import largest_decode_step
     from calibft.lm.models import attach_lora
+    from calibft.lm.trie_walk import largest_node_batch
+    from calibft.training.largest_batch import completion_log_probs, forcing_batch, training_step
 
     if batch.training:
         peft_model = attach_lora(model, dict(lora))
         peft_model.train()
-        completion = inputs.completion_batch(batch.kind, batch.rows, batch.prompt)
+        completion = inputs.completion_batch(batch.kind.removeprefix("train_"), batch.rows, batch.prompt)
         with PeakTracker() as tracker:
-            _train_step(peft_model, completion)
+            training_step(peft_model, completion)
         # the optimizer step as train.py takes it; AdamW's states are counted per rank by `job_memory`
         torch.optim.AdamW([p for p in peft_model.parameters() if p.requires_grad]).step()
         peft_model.unload()
         return tracker.peak
     with torch.no_grad(), PeakTracker() as tracker:
         if batch.kind == "decode":
-            _decode_step(model, batch.rows, batch.prompt + batch.new)
+            largest_decode_step(model, batch.prompt, batch.new, batch.rows)
         elif batch.kind == "exact":
-            _exact_walk(model, batch.rows, batch.prompt, batch.levels)
+            largest_node_batch(model, batch.prompt, batch.rows, batch.levels)
         elif batch.kind == "forcing":
-            _forcing(model, batch.rows, batch.prompt, batch.new)
+            completion_log_probs(model, forcing_batch(batch.rows, batch.prompt, batch.new))
         else:
-            _windows(model, batch.rows, batch.prompt)
+            largest_window_batch(model, batch.rows, batch.prompt)
     return tracker.peak
 
 
@@ -538,17 +324,17 @@ def measure(
     checkpoint: Mapping, batches: list[Batch], lora: Mapping, inputs: TrainingInputs, layers: int | None = None
 ) -> Measured:
     """`Measured` of the model of `checkpoint` (cut to `layers` decoder layers when given) for `batches`."""
-    from calibft.lm.models import attach_lora
+    from calibft.lm.models import attach_lora, fsdp_units, parameter_bytes
 
     model = meta_model(checkpoint, layers)
-    root, layer = _fsdp_units(model)
+    root, layer = fsdp_units(model)
     peft_model = attach_lora(model, dict(lora))
     lora_bytes = sum(p.numel() * p.element_size() for p in peft_model.parameters() if p.requires_grad)
     model = peft_model.unload()
     peaks = {batch: _run_batch(model, batch, lora, inputs) for batch in batches}
     head_model = meta_model(checkpoint, 0)
     heads = {batch: _run_batch(head_model, batch, lora, inputs) for batch in batches if not batch.training}
-    return Measured(_parameter_bytes(model), lora_bytes, root, layer, peaks, heads)
+    return Measured(parameter_bytes(model), lora_bytes, root, layer, peaks, heads)
 
 
 def _job(model: str, job: str, resources: Mapping, weights: float, batch_bytes: float) -> JobMemory:
@@ -603,19 +389,20 @@ def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
     import torch
 
     from calibft.evals.noveltybench import CLASSIFIER_MAX_SIDE
+    from calibft.lm.models import parameter_bytes
 
     noveltybench = config["evaluation"]["noveltybench"]
     evaluators = evaluator_configs(config, folder)
     reward = meta_model(evaluators["reward_model"], classifier=True)
     classifier = meta_model(evaluators["classifier"], classifier=True, dtype="float32")
     chat = PROMPT_TOKENS["noveltybench"] + noveltybench["sampling"]["max_new_tokens"] + REWARD_TEMPLATE_TOKENS
-    with _meta_tensors_traced(), torch.no_grad():
+    with torch.no_grad():
         with PeakTracker() as rewarding:
             _score(reward, noveltybench["reward_batch_size"], chat)
         with PeakTracker() as comparing:
             _score(classifier, 1, 2 * CLASSIFIER_MAX_SIDE + 3)  # [CLS] a [SEP] b [SEP]
     resources = noveltybench["scoring_resources"]
-    weights = (_parameter_bytes(reward) + _parameter_bytes(classifier)) / max(1, int(resources["gpus"]))
+    weights = (parameter_bytes(reward) + parameter_bytes(classifier)) / max(1, int(resources["gpus"]))
     return _job("evaluators", "noveltybench_scoring", resources, weights, max(rewarding.peak, comparing.peak))
 
 

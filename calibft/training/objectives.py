@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from calibft.data.output_space import SpaceSet
-from calibft.data.trie import TrieSet, tokenize_values
+from calibft.data.trie import PathTargets, TrieSet, tokenize_values
 from calibft.lm.generation import seed_for
 
 Q_FLOOR = 1e-8  # targets are clamped here and renormalized, as in the authors' loss
@@ -114,15 +114,13 @@ def soft_target_kl(
     accumulated in float32 and rounded once to that dtype, as torch's sum and mean of such a tensor do. The
     result has the logits' dtype then.
     """
-    _check(numerics, NUMERICS, "numerics")
-    num_steps, num_examples = len(step_logits), int(step_example.max()) + 1
-    dtype = step_logits.dtype if numerics == "logits_dtype" else torch.float32
+    log_pi = step_log_probs(step_logits, temperature, numerics)
+    num_steps, num_examples, dtype = len(step_logits), int(step_example.max()) + 1, log_pi.dtype
 
     def sums(index: torch.Tensor, values: torch.Tensor, size: int) -> torch.Tensor:
         total = torch.zeros(size, device=values.device).index_add_(0, index, values.float())
         return total.to(dtype)
 
-    log_pi = torch.log_softmax(step_logits.to(dtype) / temperature, dim=-1)
     q = child_q.to(dtype).clamp(min=Q_FLOOR)
     q = q / sums(child_step, q, num_steps)[child_step]
     terms = q * (q.log() - log_pi[child_step, child_token])
@@ -130,6 +128,14 @@ def soft_target_kl(
     zeros = torch.zeros(num_examples, device=q.device)
     steps = zeros.index_add(0, step_example, torch.ones(num_steps, device=q.device))
     return (zeros.index_add(0, step_example, per_step.float()) / steps).to(dtype)
+
+
+def step_log_probs(step_logits: torch.Tensor, temperature: float = 1.0, numerics: str = "fp32") -> torch.Tensor:
+    """[S, V] log-softmax of each completion step's logits divided by `temperature`, over the whole vocabulary: in
+    float32 under `numerics` `fp32`, in the logits' dtype under `logits_dtype` (`soft_target_kl`)."""
+    _check(numerics, NUMERICS, "numerics")
+    dtype = step_logits.dtype if numerics == "logits_dtype" else torch.float32
+    return torch.log_softmax(step_logits.to(dtype) / temperature, dim=-1)
 
 
 def completion_cross_entropy(
@@ -189,8 +195,7 @@ def soft_path_kl(
 ):
     """Trie KL of each item along the path of its value `values[i]` (teacher forced), and the batch's tokens;
     `numerics` as in `soft_target_kl`."""
-    targets = tries.path_targets(items, values)
-    batch = make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len)
+    batch, targets = soft_batch(tries, items, values, prompt_ids, pad_id, max_len)
     device = next(model.parameters()).device
     batch = batch.to(device)
     kl = soft_target_kl(
@@ -203,6 +208,20 @@ def soft_path_kl(
         numerics=numerics,
     )
     return kl, batch.num_tokens
+
+
+def soft_batch(tries: TrieSet, items, values, prompt_ids, pad_id, max_len=None) -> tuple[CompletionBatch, PathTargets]:
+    """The batch of the soft objective (and of the logit KL): each item's prompt followed by the trie path of its
+    value `values[i]`, and the path's targets."""
+    targets = tries.path_targets(items, values)
+    return make_batch([prompt_ids[i] for i in items], targets.tokens, targets.lengths, pad_id, max_len), targets
+
+
+def hard_batch(spaces: SpaceSet, items, values, prompt_ids, pad_id, tokenizer, max_len=None) -> CompletionBatch:
+    """The batch of the hard objective: each item's prompt followed by the tokens of its value `values[i]`, the
+    canonical string, and its EOS."""
+    completions = tokenize_values(tokenizer, spaces.values[spaces.offsets[items] + values])
+    return make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
 
 
 def soft_batch_loss(
@@ -228,9 +247,7 @@ def hard_batch_loss(
 ):
     """Hard objective of one batch: each item's canonical string (drawn from P_Y, `batching.batch_values`),
     cross-entropy on its tokens (`reduction` and `numerics` as in `completion_cross_entropy`)."""
-    strings = spaces.values[spaces.offsets[items] + values]
-    completions = tokenize_values(tokenizer, strings)
-    batch = make_batch([prompt_ids[i] for i in items], completions.tokens, completions.lengths, pad_id, max_len)
+    batch = hard_batch(spaces, items, values, prompt_ids, pad_id, tokenizer, max_len)
     batch = batch.to(next(model.parameters()).device)
     logits, example = loss_logits(model, batch, numerics), batch.step_example
     loss = completion_cross_entropy(logits, batch.step_target, example, reduction=reduction, numerics=numerics)
