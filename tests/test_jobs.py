@@ -27,6 +27,7 @@ from calibft.pipeline.jobs import (
     train_job,
 )
 from calibft.pipeline.layout import Layout
+from calibft.training.job import Recipe, TrainJob
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,9 +51,23 @@ def test_train_job_of_a_soft_and_a_hard_recipe():
     assert soft.probe_tries == "results/tries/qwen3/eval/unseen.npz"
     assert soft.out_dir == "results/adapters/qwen3_0p6b/soft"
     assert soft.checkpoint_dir == "results/checkpoints/qwen3_0p6b/soft"
-    assert soft.recipe == PAPER.config["recipes"]["soft"] and soft.protocol == PAPER.protocol
+    assert soft.recipe == Recipe(**PAPER.config["recipes"]["soft"]) and soft.protocol == PAPER.protocol
+    assert soft.training.lora == PAPER.config["training"]["lora"]
     hard = train_job(PAPER, "qwen3_0p6b", "hard")
     assert hard.train_data == "results/output_spaces/eval/train.npz"  # hard recipes sample the space's strings
+    assert (hard.recipe.temperature, hard.recipe.max_steps) == (1.0, None)  # the defaults: the config gives neither
+
+
+def test_a_train_job_read_from_json_fails_on_a_misspelt_setting():
+    job = json.loads(json.dumps(asdict(train_job(PAPER, "qwen3_0p6b", "soft"))))
+    assert TrainJob(**job) == train_job(PAPER, "qwen3_0p6b", "soft")  # the job's JSON reads back into the same job
+    job["recipe"]["epoch"] = job["recipe"].pop("epochs")
+    with pytest.raises(TypeError, match="epoch"):
+        TrainJob(**job)
+    job["recipe"]["epochs"] = job["recipe"].pop("epoch")
+    job["training"]["learning_rat"] = job["training"].pop("learning_rate")
+    with pytest.raises(TypeError, match="learning_rat"):
+        TrainJob(**job)
 
 
 def test_structured_job_samples_the_split_with_the_condition_adapter():
@@ -88,6 +103,18 @@ def test_ssot_job_follows_the_protocol():
     assert job.release_prompts is None and job.answer_pattern == "<answer>(.*?)</answer>"
     assert job.system == written.config["evaluation"]["ssot"]["instruction"]
     assert job.out_dir == "results/protocols/as_written/eval/qwen3_0p6b/base/ssot/unseen"
+
+
+def test_the_releases_answer_rule_removes_think_blocks_for_qwen3_only():
+    """answer_reasoning: release: the release strips `<think>` blocks before SSOT extraction and GSM8K for its Qwen3
+    family only (the Qwen3 family's `release_strips_thinking`)."""
+    for model, entry in PAPER.config["models"].items():
+        qwen3 = entry["family"] == "Qwen3"
+        assert ssot_job(PAPER, model, "ood").release_strips_thinking == qwen3, model
+        assert tinybench_job(PAPER, model, "base").release_strips_thinking == qwen3, model
+    demo = Layout(load("profiles/demo/demo.yaml"), "/repo")
+    assert not ssot_job(demo, "tiny", "ood").release_strips_thinking  # the release's default family
+    assert not tinybench_job(demo, "tiny", "base").release_strips_thinking
 
 
 def test_demo_jobs_read_the_configured_fixtures():

@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 import calibft.core.io
 from calibft.core.protocol import resolve
@@ -15,6 +16,8 @@ from calibft.evals.noveltybench_job import ScoringJob
 from calibft.training.job import TrainJob
 
 REPO = Path(__file__).resolve().parents[1]
+PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
+RECIPE, TRAINING = PAPER["recipes"]["soft"], PAPER["training"]
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +159,8 @@ def test_any_job_dataclass(tmp_path):
         model="org/base",
         tokenizer="org/base",
         chat={},
-        recipe={},
-        training={},
+        recipe=RECIPE,
+        training=TRAINING,
         seed=3,
         train_data="t",
         probe_tries="p",

@@ -55,7 +55,9 @@ def _job(root: Path, name: str, objective: str, **recipe) -> TrainJob:
     data = "train_tries.npz" if objective == "soft" else "train_spaces.npz"
     return TrainJob(
         model=str(root / "tiny"), tokenizer=str(root / "tiny"), chat=CHAT,
-        recipe={"objective": objective, "epochs": 2, "samples_per_prompt": 2, "max_steps": 12, **recipe},
+        recipe={
+            "objective": objective, "space": "train", "epochs": 2, "samples_per_prompt": 2, "max_steps": 12, **recipe
+        },
         training=TRAINING, seed=11, train_data=str(root / data), probe_tries=str(root / "unseen_tries.npz"),
         out_dir=str(root / name / "adapter"), checkpoint_dir=str(root / name / "checkpoints"),
     )  # fmt: skip

@@ -122,7 +122,8 @@ def training_hardware(resources: Mapping, distributed: str) -> str:
 
 def optimizer_steps(num_prompts: int, recipe: Mapping, training: Mapping, world: int) -> int:
     """Optimizer steps of one training run, as the training loop counts them (`batching.total_steps`)."""
-    return total_steps(num_prompts, recipe, training["per_device_batch_size"], world)
+    epochs, samples, cap = recipe["epochs"], recipe["samples_per_prompt"], recipe.get("max_steps")
+    return total_steps(num_prompts, epochs, samples, cap, training["per_device_batch_size"], world)
 
 
 def steps_cell(num_prompts: int, recipe: Mapping, training: Mapping, world: int) -> int | str:

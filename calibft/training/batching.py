@@ -64,10 +64,12 @@ def steps_per_epoch(num_prompts: int, samples_per_prompt: int, world_size: int, 
     return -(-per_rank // batch_size)
 
 
-def total_steps(num_prompts: int, recipe: dict, batch_size: int, world_size: int) -> int:
-    """Optimizer steps of a training run: the recipe's epochs, capped at its `max_steps` when it has one."""
-    steps = recipe["epochs"] * steps_per_epoch(num_prompts, recipe["samples_per_prompt"], world_size, batch_size)
-    return min(steps, recipe.get("max_steps", steps))
+def total_steps(
+    num_prompts: int, epochs: int, samples_per_prompt: int, max_steps: int | None, batch_size: int, world_size: int
+) -> int:
+    """Optimizer steps of a training run: its epochs' steps, capped at `max_steps` when it is given."""
+    steps = epochs * steps_per_epoch(num_prompts, samples_per_prompt, world_size, batch_size)
+    return steps if max_steps is None else min(steps, max_steps)
 
 
 def batch_values(

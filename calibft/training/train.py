@@ -46,7 +46,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 def _probe_kl(model, probe: TrieSet, probe_ids, pad_id, job: TrainJob) -> float:
     """The before/after KL of run.json: the mean logit KL over the unseen prompts."""
     switches = {"seeds": job.protocol["logit_kl_path_seeds"], "numerics": job.protocol["numerics"]}
-    return float(path_kl(model, probe, probe_ids, pad_id, job.training["kl_probe_paths"], job.seed, **switches).mean())
+    return float(path_kl(model, probe, probe_ids, pad_id, job.training.kl_probe_paths, job.seed, **switches).mean())
 
 
 def _progress(checkpoint_dir: Path) -> dict:
@@ -102,7 +102,7 @@ def run(job: TrainJob) -> None:
     # The scheduler steps once per optimizer step. Accelerate would step it once per process, for the larger
     # batches of its own data loader, but every process here takes its own shard of the items.
     accelerator = Accelerator(
-        mixed_precision="bf16" if use_gpu and training["precision"] == "bf16" else "no",
+        mixed_precision="bf16" if use_gpu and training.precision == "bf16" else "no",
         step_scheduler_with_optimizer=False,
     )
     check_process_group(accelerator, job.world_size)
@@ -110,12 +110,12 @@ def run(job: TrainJob) -> None:
 
     tokenizer = load_tokenizer(job.tokenizer)
     pad_id = padding_id(tokenizer)
-    model = load_model(job.model, training["precision"], "cuda" if use_gpu else "cpu")
-    model = attach_lora(model, training["lora"])
+    model = load_model(job.model, training.precision, "cuda" if use_gpu else "cpu")
+    model = attach_lora(model, training.lora)
     options = on_chat_date(ChatOptions.from_config(job.chat), job.protocol["chat_date"])
 
     # the training data, and every prompt encoded once
-    soft = recipe["objective"] == "soft"
+    soft = recipe.objective == "soft"
     data = TrieSet.load(job.train_data) if soft else SpaceSet.load(job.train_data)
     chosen = select(prompts("train"), list(data.ids))
     bos = job.protocol["prompt_bos"]
@@ -125,15 +125,15 @@ def run(job: TrainJob) -> None:
     probe_ids = [chat_prompt_ids(tokenizer, p.prompt, options, bos=bos) for p in probe_prompts]
     families = [p.family for p in chosen]
 
-    world, rank, batch_size = job.world_size, accelerator.process_index, training["per_device_batch_size"]
-    steps = total_steps(len(chosen), recipe, batch_size, world)
+    world, rank, batch_size = job.world_size, accelerator.process_index, training.per_device_batch_size
+    steps = total_steps(len(chosen), recipe.epochs, recipe.samples_per_prompt, recipe.max_steps, batch_size, world)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
-        lr=training["learning_rate"],
-        weight_decay=training["weight_decay"],
+        lr=training.learning_rate,
+        weight_decay=training.weight_decay,
     )
     # warmup steps rounded down, as the authors' training loop does (5 of the 189 soft steps)
-    scheduler = get_cosine_schedule_with_warmup(optimizer, int(training["warmup_fraction"] * steps), steps)
+    scheduler = get_cosine_schedule_with_warmup(optimizer, int(training.warmup_fraction * steps), steps)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
 
     # resume from the last checkpoint, if a previous attempt of this job (same settings, same base model) left one
@@ -154,12 +154,12 @@ def run(job: TrainJob) -> None:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     attempts = Attempts(checkpoint_dir, progress["step"], started, write=accelerator.is_main_process)
-    time_limit = TimeLimit.of_this_job(training["stop_before_time_limit"])
+    time_limit = TimeLimit.of_this_job(training.stop_before_time_limit)
 
     model.train()
-    max_len, step = training["max_seq_len"], 0
-    for epoch in range(recipe["epochs"]):
-        items = shard(epoch_items(families, recipe["samples_per_prompt"], job.seed, epoch), rank, world)
+    max_len, step = training.max_seq_len, 0
+    for epoch in range(recipe.epochs):
+        items = shard(epoch_items(families, recipe.samples_per_prompt, job.seed, epoch), rank, world)
         for batch_index, batch_items in enumerate(batches(items, batch_size)):
             step += 1
             if step > steps:
@@ -173,7 +173,7 @@ def run(job: TrainJob) -> None:
             )  # fmt: skip
             if soft:
                 loss, tokens = soft_batch_loss(
-                    model, data, batch_items, prompt_ids, pad_id, values, recipe.get("temperature", 1.0), max_len,
+                    model, data, batch_items, prompt_ids, pad_id, values, recipe.temperature, max_len,
                     numerics=job.protocol["numerics"],
                 )  # fmt: skip
             else:
@@ -182,7 +182,7 @@ def run(job: TrainJob) -> None:
                     reduction=job.protocol["hard_loss_reduction"], numerics=job.protocol["numerics"],
                 )  # fmt: skip
             loss_value = loss.item()  # one host sync, for the check and the log
-            _check_finite(accelerator, loss_value, step, training["precision"])
+            _check_finite(accelerator, loss_value, step, training.precision)
             accelerator.backward(loss)
             optimizer.step()
             scheduler.step()
@@ -199,12 +199,12 @@ def run(job: TrainJob) -> None:
                     log.write(json.dumps(record) + "\n")
                 attempts.alive()
             out_of_time = step < steps and _agreed(accelerator, time_limit.reached())
-            if step % training["checkpoint_every"] == 0 or step == steps or out_of_time:
+            if step % training.checkpoint_every == 0 or step == steps or out_of_time:
                 _checkpoint(accelerator, checkpoint_dir, {**progress, "step": step})
             if out_of_time:
                 raise SystemExit(
                     f"calibft.training.train: stopped after step {step} of {steps}, "
-                    f"{training['stop_before_time_limit']} minutes before the Slurm job's time limit "
+                    f"{training.stop_before_time_limit} minutes before the Slurm job's time limit "
                     f"(training.stop_before_time_limit); its checkpoint is written, and a retry of this job resumes "
                     f"from it"
                 )
