@@ -29,7 +29,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,33 +36,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.tiny_model import add_model_arguments, benchmark_model
+from benchmarks.tiny_model import CHAT, add_model_arguments, loaded_model, timed
 from calibft.data.families import family
 from calibft.data.grid import evenly_spaced, prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import Trie, trie_set_for_spaces
 from calibft.evals.exact_bounds import SpaceBounds, Tolerance, mass_bounds
 from calibft.evals.metrics import EXACT_W1_LEVELS, coupling_quantiles, w1_scale
-from calibft.lm.chat import ChatOptions, chat_prompt_ids
-from calibft.lm.generation import SamplingSettings, inference, input_device, sample, stop_token_ids
-from calibft.lm.models import load_model, load_tokenizer
+from calibft.lm.chat import chat_prompt_ids
+from calibft.lm.generation import SamplingSettings, inference, input_device, sample
 from calibft.lm.trie_walk import NextToken, adaptive_node_log_probs, forwarded_tokens, value_probabilities
 from calibft.pipeline.config import read_config
 
 REPO = Path(__file__).resolve().parents[1]
-CHAT = {"template_kwargs": {"enable_thinking": False}}
 PLAIN_BATCH = 256
-
-
-def _seconds(device: torch.device, run, *args):
-    """(seconds, result) of `run(*args)`."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    result = run(*args)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start, result
 
 
 def plain_scores(model, prompt_ids: list[int], trie: Trie) -> np.ndarray:
@@ -111,29 +97,25 @@ def main() -> None:
     parser.add_argument("--tolerance", type=float, default=0.001, help="the adaptive walk's, of W1 norm. and mass")
     args = parser.parse_args()
 
-    with benchmark_model(args) as (path, model_name):
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = load_tokenizer(path)
-        model = load_model(path, "fp32", device.type).to(device).eval()
-        stops = stop_token_ids(model, tokenizer)
+    with loaded_model(args, "fp32") as loaded:
+        model, tokenizer, stops, device = loaded.model, loaded.tokenizer, loaded.stops, loaded.device
         chosen = evenly_spaced(prompts("unseen"), args.prompts)
         spaces = spaces_for_prompts(chosen, 5, 16384)
         tries = trie_set_for_spaces(tokenizer, SpaceSet.from_spaces([p.id for p in chosen], spaces))
-        options = ChatOptions.from_config(CHAT)
         settings = SamplingSettings(args.answers, args.max_new_tokens, batch_size=args.answers)
         tolerance = Tolerance(args.tolerance, args.tolerance)
         rows = []
         for i, prompt in enumerate(chosen):
-            ids, trie = chat_prompt_ids(tokenizer, prompt.prompt, options), tries.trie(i)
+            ids, trie = chat_prompt_ids(tokenizer, prompt.prompt, CHAT), tries.trie(i)
             next_token = NextToken(stop_ids=tuple(stops))
-            exact_s, (probs, _) = _seconds(device, value_probabilities, model, ids, trie, args.batch_nodes, next_token)
+            exact_s, (probs, _) = timed(device, value_probabilities, model, ids, trie, args.batch_nodes, next_token)
             values = np.asarray(spaces[i].values).astype(np.float64)
             law = family(prompt.family).law(prompt.params)
-            adaptive_s, (walk, widths) = _seconds(
+            adaptive_s, (walk, widths) = timed(
                 device, adaptive_pass, model, ids, trie, values, coupling_quantiles(law, EXACT_W1_LEVELS),
                 w1_scale(law), tolerance, args.batch_nodes, next_token,
             )  # fmt: skip
-            sampling_s, drawn = _seconds(device, sample, model, ids, settings, stops, i + 1)
+            sampling_s, drawn = timed(device, sample, model, ids, settings, stops, i + 1)
             # an answer feeds every token it drew but the last (its stop token, or the one at max_new_tokens)
             fed = sum(len(t) - (not done) for t, done in zip(drawn.token_ids, drawn.finished, strict=True))
             row = {
@@ -150,7 +132,7 @@ def main() -> None:
                 "sampling_s": round(sampling_s, 3),
             }  # fmt: skip
             if i < args.plain_prompts:
-                plain_s, _ = _seconds(device, plain_scores, model, ids, trie)
+                plain_s, _ = timed(device, plain_scores, model, ids, trie)
                 row["plain_s"] = round(plain_s, 3)
             rows.append(row)
 
@@ -170,9 +152,9 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "exact_pass",
-                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "device": loaded.device_name,
                 "torch_threads": torch.get_num_threads(),
-                "model": model_name,
+                "model": loaded.name,
                 "prompts": len(rows),
                 "values_per_prompt": round(float(np.diff(tries.value_offsets).mean()), 1),
                 "trie_nodes_per_prompt": round(float(np.diff(tries.node_offsets).mean()), 1),

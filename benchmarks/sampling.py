@@ -18,7 +18,6 @@ import json
 import math
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,13 +25,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.tiny_model import add_model_arguments, benchmark_model
+from benchmarks.tiny_model import CHAT, add_model_arguments, loaded_model, timed
 from calibft.data.grid import prompts
-from calibft.lm.chat import ChatOptions, chat_prompt_ids
-from calibft.lm.generation import SamplingSettings, sample, stop_token_ids
-from calibft.lm.models import load_model, load_tokenizer
-
-CHAT = {"template_kwargs": {"enable_thinking": False}}
+from calibft.lm.chat import chat_prompt_ids
+from calibft.lm.generation import SamplingSettings, sample
 
 
 def _timed(run: Callable[[int], list[int]], repeats: int, device: torch.device) -> tuple[float, list[int]]:
@@ -43,13 +39,9 @@ def _timed(run: Callable[[int], list[int]], repeats: int, device: torch.device) 
     run(-1)
     times, lengths = [], []
     for i in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        lengths += run(i)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
+        seconds, drawn = timed(device, run, i)
+        times.append(seconds)
+        lengths += drawn
     return statistics.median(times), lengths
 
 
@@ -99,12 +91,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (the median is reported)")
     args = parser.parse_args()
 
-    with benchmark_model(args) as (path, model_name):
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        tokenizer = load_tokenizer(path)
-        model = load_model(path, "bf16", device.type).to(device).eval()
-        stops = stop_token_ids(model, tokenizer)
-        prompt_ids = chat_prompt_ids(tokenizer, prompts("train")[args.prompt].prompt, ChatOptions.from_config(CHAT))
+    with loaded_model(args, "bf16") as loaded:
+        model, tokenizer, stops, device = loaded.model, loaded.tokenizer, loaded.stops, loaded.device
+        prompt_ids = chat_prompt_ids(tokenizer, prompts("train")[args.prompt].prompt, CHAT)
 
         def plain(repeat: int) -> list[int]:
             return plain_generate(
@@ -123,9 +112,9 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "sampling",
-                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "device": loaded.device_name,
                 "torch_threads": torch.get_num_threads(),
-                "model": model_name,
+                "model": loaded.name,
                 "prompt_tokens": len(prompt_ids),
                 "answers": args.answers,
                 "repeats": args.repeats,
