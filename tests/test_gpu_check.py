@@ -1,5 +1,5 @@
-"""`make gpu-check`'s CPU mode (benchmarks/gpu_check.py without CUDA): every part runs at toy sizes and its
-report holds figures that make sense, so that the script a person takes to a GPU has run end to end."""
+"""`make gpu-check`'s CPU mode (benchmarks/gpu_check.py without CUDA): every part (benchmarks/gpu/) runs at toy
+sizes and its report holds figures that make sense, so that the script a person takes to a GPU has run end to end."""
 
 import json
 import math
@@ -8,6 +8,9 @@ import pytest
 import torch
 
 from benchmarks import gpu_check
+from benchmarks.gpu.consistency import TOLERANCE
+from benchmarks.gpu.exact import space_label
+from benchmarks.gpu.models import MODELS
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def test_the_cpu_mode_says_what_its_figures_are(report):
     assert (data["device"], data["dtype"], data["tiny"], data["layers"]) == ("cpu", "float32", True, 1)
     for key in ("torch", "transformers", "peft", "accelerate", "date"):
         assert data[key]
-    assert [m["model"] for m in data["models"]] == list(gpu_check.MODELS)
+    assert [m["model"] for m in data["models"]] == list(MODELS)
 
 
 def test_every_model_samples_walks_the_trie_and_trains(report):
@@ -43,7 +46,7 @@ def test_every_model_samples_walks_the_trie_and_trains(report):
     for model in data["models"]:
         sampling, exact, training = model["sampling"], model["exact"], model["training"]
         assert sampling["engine_answers_per_s"] > 0 and sampling["plain_answers_per_s"] > 0
-        assert exact["space"] == gpu_check.space_label("d2_b1001")
+        assert exact["space"] == space_label("d2_b1001")
         assert exact["seconds_per_prompt"] > 0 and exact["forwarded_tokens_per_prompt"] > 0
         # the values' probabilities, float64 sums of float32 terms, cannot exceed 1 beyond rounding
         assert all(0 < total <= 1 + 1e-9 for total in exact["probability_on_space"])
@@ -63,7 +66,7 @@ def test_bf16_logits_are_within_their_tolerance_of_float32_and_a_seed_repeats(re
     data, _ = report
     (comparison,) = data["consistency"]["comparisons"]
     assert (comparison["tested"], comparison["against"]) == ("cpu bfloat16", "cpu float32")
-    assert comparison["tolerance"] == gpu_check.TOLERANCE["bfloat16"][0]
+    assert comparison["tolerance"] == TOLERANCE["bfloat16"][0]
     assert 0 < comparison["logits_relative_rms_difference"] <= comparison["tolerance"]
     assert comparison["within_tolerance"]
     # the engine promises the same answers for the same seed on one device; across dtypes only a fraction agree
@@ -73,7 +76,7 @@ def test_bf16_logits_are_within_their_tolerance_of_float32_and_a_seed_repeats(re
 
 def test_the_markdown_has_a_row_per_model_and_one_per_comparison(report):
     data, text = report
-    for name in gpu_check.MODELS:  # the figures, then the peaks against their estimates
+    for name in MODELS:  # the figures, then the peaks against their estimates
         assert sum(line.startswith(f"| {name} |") for line in text.splitlines()) == 2
     assert sum(line.startswith("| cpu bfloat16 | cpu float32 |") for line in text.splitlines()) == 1
     assert data["exact_space"] in text
