@@ -1,6 +1,7 @@
 """The reproduction report's comparison and verdicts (calibft.artifacts.reproduction)."""
 
 import io
+import json
 import math
 from decimal import Decimal
 
@@ -14,6 +15,7 @@ from calibft.artifacts.reproduction import (
     informative,
     not_informative,
     recorded_reference,
+    recording_machine,
     scatter,
     table_cells,
     verdict,
@@ -229,3 +231,14 @@ def test_cells_whose_tolerance_exceeds_the_reference_are_counted_apart():
     # the same from the comparison's .csv, as rule reproduction_summary reads it back
     written = pd.read_csv(io.StringIO(comparison.to_csv(index=False)))
     assert verdict_counts({"main_ood": written}).iloc[0].to_dict() == counts.to_dict()
+
+
+@pytest.mark.parametrize("several_seeds", [False, True])
+def test_the_recording_machine_reads_the_seeds_of_the_runs_evaluations(tmp_path, several_seeds):
+    for seed in (11, 12) if several_seeds else (11,):
+        run = tmp_path / f"seeds/{seed}" if several_seeds else tmp_path
+        metrics = run / "eval/tiny/base/structured/ood/metrics.json"
+        metrics.parent.mkdir(parents=True)
+        metrics.write_text(json.dumps({"job": {"seed": seed}}))
+    (tmp_path / "tables").mkdir()
+    assert recording_machine(tmp_path / "tables")["seeds"] == ([11, 12] if several_seeds else [11])

@@ -299,8 +299,10 @@ def record(directory: str | Path, names: Iterable[str], spread: Sequence[str | P
 
 def recording_machine(tables: str | Path) -> dict:
     """What produced a recorded run: the machine, its CPU kernel pins, the package versions, the pipeline's
-    commit and the seeds of the run's evaluations (`job.seed` of each metrics.json beside `tables`)."""
-    metrics = Path(tables).parent.glob("eval/*/*/*/**/metrics.json")
+    commit and the seeds of the run's evaluations (`job.seed` of each metrics.json beside `tables`: under eval/
+    with one seed, under seeds/{seed}/eval/ with several)."""
+    root = Path(tables).parent
+    metrics = [*root.glob("eval/*/*/*/**/metrics.json"), *root.glob("seeds/*/eval/*/*/*/**/metrics.json")]
     seeds = sorted({json.loads(path.read_text()).get("job", {}).get("seed") for path in metrics} - {None})
     git = git_state()
     return {
