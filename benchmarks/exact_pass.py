@@ -9,7 +9,7 @@ for the model's tokenizer):
 - exact: the trie walk, which forwards the prompt and one token per internal node of the trie;
 - adaptive: the adaptive walk at `--tolerance` (of the normalized W1 and of the mass on the space), which
   expands the most probable prefixes until the certified bounds on both are that narrow
-  (`calibft.evals.exact_bounds`), with the prompt's mass on the space, the share of the internal nodes it
+  (`calibft.evals.exact.bounds`), with the prompt's mass on the space, the share of the internal nodes it
   expanded and the widths of its bounds;
 - sampling: `--answers` answers from the sampling engine (temperature 1), which forwards the prompt and every
   answer token but the last (the stop token is sampled, not fed);
@@ -41,7 +41,7 @@ from calibft.data.families import family
 from calibft.data.grid import evenly_spaced, prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import Trie, trie_set_for_spaces
-from calibft.evals.exact_bounds import SpaceBounds, Tolerance, mass_bounds
+from calibft.evals.exact.bounds import SpaceBounds, Tolerance, mass_bounds
 from calibft.evals.metrics import EXACT_W1_LEVELS, coupling_quantiles, w1_scale
 from calibft.lm.chat import chat_prompt_ids
 from calibft.lm.generation import SamplingSettings, inference, input_device, sample

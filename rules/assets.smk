@@ -105,7 +105,7 @@ rule irt_params:
 
 rule synthetic_irt_params:
     output:
-        "results/irt/synthetic.pkl",
+        PATTERNS.synthetic_irt_params(),
     log:
         "logs/irt/synthetic.log",
     localrule: True

@@ -106,21 +106,19 @@ check_config(config)
 # snapshotted once under resources/hf/models/ (rule checkpoint_snapshot) and every job loads it from there.
 LAYOUT = Layout(config, workflow.basedir)
 HUB_CHECKPOINTS = hub_checkpoints(config)
+# The rules' inputs and outputs: LAYOUT's paths of the wildcards, e.g. PATTERNS.prompts("{split}").
+PATTERNS = LAYOUT.pattern()
 
 
 # With several seeds, each seed's training runs and evaluations go under seeds/{seed}/ of the results and of
-# the logs; the tables show the mean and spread over seeds (calibft.artifacts.seed_tables).
-SEEDED = "" if len(LAYOUT.seeds) == 1 else "seeds/{seed}/"
+# the logs (Layout.seed_folder); the tables show the mean and spread over seeds (calibft.artifacts.seed_tables).
+# SEEDED: the seed's folder of the logs, "" with one seed.
+SEEDED = os.path.join(PATTERNS.seed_folder, "")
 
 
-def out(path):
-    """A result of the protocol: results/{path}, or results/protocols/{name}/{path}."""
-    return LAYOUT.out(path)
-
-
-def run_out(path):
-    """A result of one seed's runs (adapters, evaluations): `out(path)`, under seeds/{seed}/ with several."""
-    return out(SEEDED + path)
+def eval_out(evaluation, *path, cond="{cond}"):
+    """A file of the evaluation of the job's model and condition (Layout.eval_file)."""
+    return PATTERNS.eval_file("{model}", cond, evaluation, *path)
 
 
 def out_log(path):
@@ -294,8 +292,8 @@ def adapter_files(wildcards):
     """The adapter of a fine-tuned condition; nothing for the base model."""
     if wildcards.cond == "base":
         return []
-    folder = run_layout(wildcards).adapter_folder(wildcards.model, wildcards.cond)
-    return f"{folder}/adapter_config.json"
+    layout = run_layout(wildcards)
+    return layout.adapter_file(wildcards.model, wildcards.cond, "adapter_config.json")
 
 
 def structured_tries(wildcards):

@@ -1,6 +1,6 @@
 rule prompts:
     output:
-        "results/prompts/{split}.jsonl",
+        PATTERNS.prompts("{split}"),
     log:
         "logs/prompts/{split}.log",
     localrule: True
@@ -12,9 +12,9 @@ rule prompts:
 
 rule output_space:
     input:
-        "results/prompts/{split}.jsonl",
+        PATTERNS.prompts("{split}"),
     output:
-        "results/output_spaces/{space}/{split}.npz",
+        PATTERNS.space("{space}", "{split}"),
     log:
         "logs/output_spaces/{space}/{split}.log",
     benchmark:
@@ -33,10 +33,10 @@ rule output_space:
 
 rule trie:
     input:
-        space="results/output_spaces/{space}/{split}.npz",
+        space=PATTERNS.space("{space}", "{split}"),
         tokenizer=tokenizer_files,
     output:
-        "results/tries/{tokenizer}/{space}/{split}.npz",
+        PATTERNS.tries("{tokenizer}", "{space}", "{split}"),
     log:
         "logs/tries/{tokenizer}/{space}/{split}.log",
     benchmark:
@@ -58,7 +58,7 @@ rule grid_granularity:
         prompts=granularity_prompts,
         tokenizer=granularity_tokenizer_files,
     output:
-        "results/granularity/costs.json",
+        PATTERNS.granularity_costs(),
     log:
         "logs/granularity/costs.log",
     benchmark:

@@ -7,8 +7,8 @@ rule mcq_eval:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations=run_out("eval/{model}/{cond}/mcq/generations.jsonl.gz"),
-        metrics=run_out("eval/{model}/{cond}/mcq/metrics.json"),
+        generations=eval_out("mcq", "generations.jsonl.gz"),
+        metrics=eval_out("mcq", "metrics.json"),
     log:
         run_log("eval/{model}/{cond}/mcq.log"),
     benchmark:
@@ -31,9 +31,9 @@ use rule mcq_eval as structured_eval with:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples=run_out("eval/{model}/{cond}/structured/{eval_split}/samples.jsonl.gz"),
-        logit_kl=run_out("eval/{model}/{cond}/structured/{eval_split}/logit_kl.jsonl"),
-        metrics=run_out("eval/{model}/{cond}/structured/{eval_split}/metrics.json"),
+        samples=eval_out("structured", "{eval_split}", "samples.jsonl.gz"),
+        logit_kl=eval_out("structured", "{eval_split}", "logit_kl.jsonl"),
+        metrics=eval_out("structured", "{eval_split}", "metrics.json"),
     log:
         run_log("eval/{model}/{cond}/structured/{eval_split}.log"),
     benchmark:
@@ -50,17 +50,15 @@ use rule mcq_eval as exact_eval with:
         adapter=adapter_files,
         model=model_files,
     output:
-        probabilities=run_out(
-            "eval/{model}/{cond}/exact/{eval_split}/probabilities.npz"
-        ),
-        metrics=run_out("eval/{model}/{cond}/exact/{eval_split}/metrics.json"),
+        probabilities=eval_out("exact", "{eval_split}", "probabilities.npz"),
+        metrics=eval_out("exact", "{eval_split}", "metrics.json"),
     log:
         run_log("eval/{model}/{cond}/exact/{eval_split}.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/exact/{eval_split}.tsv")
     priority: 1  # the longest evaluations start first, and the short ones fill the slots beside them
     params:
-        runner="calibft.evals.exact_structured",
+        runner="calibft.evals.exact",
         job=job_params(exact_job),
 
 
@@ -69,8 +67,8 @@ use rule mcq_eval as ssot_eval with:
         prompts=ssot_prompts_files,
         model=model_files,
     output:
-        samples=run_out("eval/{model}/base/ssot/{eval_split}/samples.jsonl.gz"),
-        metrics=run_out("eval/{model}/base/ssot/{eval_split}/metrics.json"),
+        samples=eval_out("ssot", "{eval_split}", "samples.jsonl.gz", cond="base"),
+        metrics=eval_out("ssot", "{eval_split}", "metrics.json", cond="base"),
     log:
         run_log("eval/{model}/base/ssot/{eval_split}.log"),
     benchmark:
@@ -86,9 +84,9 @@ use rule mcq_eval as open_ended_eval with:
         adapter=adapter_files,
         model=model_files,
     output:
-        samples=run_out("eval/{model}/{cond}/open_ended/samples.jsonl.gz"),
-        support=run_out("eval/{model}/{cond}/open_ended/support.jsonl"),
-        metrics=run_out("eval/{model}/{cond}/open_ended/metrics.json"),
+        samples=eval_out("open_ended", "samples.jsonl.gz"),
+        support=eval_out("open_ended", "support.jsonl"),
+        metrics=eval_out("open_ended", "metrics.json"),
     log:
         run_log("eval/{model}/{cond}/open_ended.log"),
     benchmark:
@@ -104,31 +102,25 @@ use rule mcq_eval as noveltybench_generate with:
         adapter=adapter_files,
         model=model_files,
     output:
-        generations=run_out(
-            "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
-        ),
+        generations=eval_out("noveltybench", "{nb_split}", "generations.jsonl.gz"),
     log:
         run_log("eval/{model}/{cond}/noveltybench/{nb_split}_generate.log"),
     benchmark:
         run_benchmark("eval/{model}/{cond}/noveltybench/{nb_split}_generate.tsv")
     params:
-        runner="calibft.evals.noveltybench_run generate",
+        runner="calibft.evals.noveltybench generate",
         job=job_params(generation_job),
 
 
 # NoveltyBench's evaluators score the generations: no model under test, NoveltyBench's `scoring_resources`.
 use rule mcq_eval as noveltybench_score with:
     input:
-        generations=run_out(
-            "eval/{model}/{cond}/noveltybench/{nb_split}/generations.jsonl.gz"
-        ),
+        generations=eval_out("noveltybench", "{nb_split}", "generations.jsonl.gz"),
         evaluators=evaluator_folders,
     output:
-        partitions=run_out(
-            "eval/{model}/{cond}/noveltybench/{nb_split}/partitions.jsonl"
-        ),
-        scores=run_out("eval/{model}/{cond}/noveltybench/{nb_split}/scores.jsonl"),
-        summary=run_out("eval/{model}/{cond}/noveltybench/{nb_split}/summary.json"),
+        partitions=eval_out("noveltybench", "{nb_split}", "partitions.jsonl"),
+        scores=eval_out("noveltybench", "{nb_split}", "scores.jsonl"),
+        summary=eval_out("noveltybench", "{nb_split}", "summary.json"),
     log:
         run_log("eval/{model}/{cond}/noveltybench/{nb_split}_score.log"),
     benchmark:
@@ -137,7 +129,7 @@ use rule mcq_eval as noveltybench_score with:
     resources:
         **SCORING_RESOURCES,
     params:
-        runner="calibft.evals.noveltybench_run score",
+        runner="calibft.evals.noveltybench score",
         job=job_params(scoring_job),
 
 
@@ -147,12 +139,10 @@ use rule mcq_eval as tinybench_eval with:
         adapter=adapter_files,
         model=model_files,
     output:
-        summary=run_out("eval/{model}/{cond}/tinybench/summary.json"),
-        scores=expand(
-            run_out("eval/{model}/{cond}/tinybench/{task}/scores.json"),
-            task=TINYBENCH["tasks"],
-            allow_missing=True,
-        ),
+        summary=eval_out("tinybench", "summary.json"),
+        scores=[
+            eval_out("tinybench", task, "scores.json") for task in TINYBENCH["tasks"]
+        ],
     log:
         run_log("eval/{model}/{cond}/tinybench.log"),
     benchmark:
@@ -169,8 +159,8 @@ use rule mcq_eval as paloma_eval with:
         adapter=adapter_files,
         model=model_files,
     output:
-        documents=run_out("eval/{model}/{cond}/paloma/documents.jsonl.gz"),
-        summary=run_out("eval/{model}/{cond}/paloma/summary.json"),
+        documents=eval_out("paloma", "documents.jsonl.gz"),
+        summary=eval_out("paloma", "summary.json"),
     log:
         run_log("eval/{model}/{cond}/paloma.log"),
     benchmark:

@@ -1,6 +1,6 @@
 rule build_tiny_model:
     output:
-        directory("results/models/{name}"),
+        directory(PATTERNS.built_model("{name}")),
     log:
         "logs/models/{name}.log",
     benchmark:
@@ -20,7 +20,7 @@ rule build_tiny_model:
 
 rule packaged_model:
     output:
-        directory("results/models/{packaged_model}"),
+        directory(PATTERNS.built_model("{packaged_model}")),
     log:
         "logs/models/{packaged_model}.log",
     benchmark:
@@ -36,7 +36,7 @@ rule packaged_model:
 
 rule packaged_tokenizer:
     output:
-        directory("results/tokenizers/{packaged_tokenizer}"),
+        directory(PATTERNS.built_tokenizer("{packaged_tokenizer}")),
     log:
         "logs/tokenizers/{packaged_tokenizer}.log",
     conda:

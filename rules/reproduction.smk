@@ -4,11 +4,11 @@ rule reproduction:
         reference=REFERENCE,
     output:
         report(
-            multiext(out("reproduction/{artifact}"), ".csv", ".md", ".tex"),
+            multiext(PATTERNS.reproduction_stem("{artifact}"), ".csv", ".md", ".tex"),
             category="Reproduction",
             caption="../report/reproduction.rst",
         ),
-        multiext(out("reproduction/{artifact}"), ".pdf", ".png"),
+        multiext(PATTERNS.reproduction_stem("{artifact}"), ".pdf", ".png"),
     log:
         out_log("reproduction/{artifact}.log"),
     wildcard_constraints:
@@ -25,10 +25,12 @@ rule reproduction:
 
 rule reproduction_summary:
     input:
-        [out(f"reproduction/{row.name}.csv") for row in REPRODUCED],
+        [f"{PATTERNS.reproduction_stem(row.name)}.csv" for row in REPRODUCED],
     output:
         report(
-            multiext(out("reproduction/reproduction"), ".csv", ".md", ".tex"),
+            multiext(
+                PATTERNS.reproduction_stem("reproduction"), ".csv", ".md", ".tex"
+            ),
             category="Reproduction",
             subcategory="Summary",
             caption="../report/reproduction.rst",
@@ -53,7 +55,7 @@ rule compute_report:
         reference=REFERENCE,
     output:
         report(
-            multiext(out("reproduction/compute"), ".csv", ".md", ".tex"),
+            multiext(PATTERNS.reproduction_stem("compute"), ".csv", ".md", ".tex"),
             category="Reproduction",
             subcategory="Compute",
             caption="../report/compute.rst",

@@ -3,7 +3,9 @@ rule table:
         unpack(artifact_inputs),
     output:
         report(
-            multiext(out("tables/{artifact}"), ".tex", ".csv", ".md"),
+            multiext(
+                PATTERNS.artifact_stem("table", "{artifact}"), ".tex", ".csv", ".md"
+            ),
             category="Tables",
             subcategory=artifact_section,
             caption="../report/caption.rst",
@@ -27,12 +29,12 @@ rule figure:
         unpack(artifact_inputs),
     output:
         pdf=report(
-            out("figures/{artifact}.pdf"),
+            PATTERNS.artifact_stem("figure", "{artifact}") + ".pdf",
             category="Figures",
             subcategory=artifact_section,
             caption="../report/caption.rst",
         ),
-        png=out("figures/{artifact}.png"),
+        png=PATTERNS.artifact_stem("figure", "{artifact}") + ".png",
     log:
         out_log("figures/{artifact}.log"),
     wildcard_constraints:
@@ -51,7 +53,7 @@ checkpoint noveltybench_qualitative_cases:
     input:
         noveltybench_curated_scores,
     output:
-        LAYOUT.noveltybench_cases(),
+        PATTERNS.noveltybench_cases(),
     log:
         out_log("tables/noveltybench_qualitative_cases.log"),
     localrule: True

@@ -4,13 +4,12 @@ rule train:
         probe=probe_tries,
         model=model_files,
     output:
-        adapter=multiext(
-            run_out("adapters/{model}/{recipe}/"),
-            "adapter_config.json",
-            "adapter_model.safetensors",
-        ),
-        log=run_out("adapters/{model}/{recipe}/train_log.jsonl"),
-        run=run_out("adapters/{model}/{recipe}/run.json"),
+        adapter=[
+            PATTERNS.adapter_file("{model}", "{recipe}", "adapter_config.json"),
+            PATTERNS.adapter_file("{model}", "{recipe}", "adapter_model.safetensors"),
+        ],
+        log=PATTERNS.adapter_file("{model}", "{recipe}", "train_log.jsonl"),
+        run=PATTERNS.adapter_file("{model}", "{recipe}", "run.json"),
     log:
         run_log("train/{model}/{recipe}.log"),
     benchmark:

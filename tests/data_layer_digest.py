@@ -17,7 +17,7 @@ import json
 import numpy as np
 
 from calibft.core.cpu import kernels
-from calibft.evals.structured import sample_records, score
+from calibft.evals.structured.metrics import sample_records, score
 from calibft.data.grid import GEOMSPACE, prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.demo.tiny_model import TinyModelSettings, train_tokenizer, training_chats

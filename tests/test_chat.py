@@ -26,7 +26,10 @@ from calibft.lm.chat import (
     encode_prompt,
     format_prompt,
     on_chat_date,
+    strip_model_response,
     strip_reasoning,
+    strip_think_tags,
+    strip_thinking_trace,
 )
 from calibft.pipeline.config import read_config
 
@@ -350,3 +353,31 @@ def test_decode_output(tiny_tokenizer, gpt_oss):
     harmony = f"<|channel|>analysis<|message|>Seven.<|end|><|start|>assistant{FINAL}7<|return|>"
     assert gpt_oss.decode(gpt_oss(harmony)["input_ids"], skip_special_tokens=True) == "analysisSeven.assistantfinal7"
     assert decode_output(gpt_oss, gpt_oss(harmony)["input_ids"]) == "7"
+    # answer_reasoning: release keeps the reasoning for the evaluations' own release rules: decoded, trimmed
+    eos = tiny_tokenizer.eos_token_id
+    assert decode_output(tiny_tokenizer, [*ids, eos], "release") == "<think>\nhm\n</think>\n\n42"
+    assert decode_output(gpt_oss, gpt_oss(harmony)["input_ids"], "release") == "analysisSeven.assistantfinal7"
+    with pytest.raises(ValueError, match="unknown answer_reasoning 'raw'"):
+        decode_output(gpt_oss, [], "raw")
+
+
+# (text, strip_thinking_trace, strip_think_tags): the release's rules (inference/chat_format.py, mcq_gen/parser.py)
+RELEASE_RULES = [
+    ("  0.25 \n", "0.25", "0.25"),
+    ("<think>\n\n</think>\n\n0.25", "0.25", "0.25"),
+    ("<THINK>x</Think> 3", "3", "3"),  # any case
+    ("<think>a</think>1<think>b</think>2", "12", "12"),
+    ("0.5 <THINK> and then it started thinking", "0.5", "0.5"),  # unclosed: removed to the end
+    ("prefilled thinking</think>\n\n42", "prefilled thinking</think>\n\n42", "prefilled thinking\n\n42"),
+    ("Rome</THINK>Milan", "Rome</THINK>Milan", "RomeMilan"),  # a stray tag is only deleted where it stands
+    ("<think>a<think>b</think>c</think>d", "c</think>d", "cd"),  # the first close tag ends the block
+    ("analysisPick 7.assistantfinal7", "analysisPick 7.assistantfinal7", "analysisPick 7.assistantfinal7"),
+]
+
+
+@pytest.mark.parametrize(("text", "trace", "tags"), RELEASE_RULES)
+def test_the_releases_reasoning_rules(text, trace, tags):
+    assert strip_thinking_trace(text) == trace and strip_think_tags(text) == tags
+    # strip_model_response: the trace removed for the release's Qwen3 family only, the text trimmed for the others
+    assert strip_model_response(text, strips_thinking=True) == trace
+    assert strip_model_response(text, strips_thinking=False) == text.strip()

@@ -69,11 +69,9 @@ def test_imports_run_down_the_stack():
 # the jobs from the config): the runners import torch, the jobs' modules may not. runner -> its job's module
 RUNNERS = {
     "calibft.training.train": "calibft.training.job",
-    "calibft.evals.noveltybench_run": "calibft.evals.noveltybench_job",
-    "calibft.evals.tinybench.runner": "calibft.evals.tinybench.job",
     **{
-        f"calibft.evals.{name}": f"calibft.evals.{name}_job"
-        for name in ("structured", "exact_structured", "open_ended", "mcq", "paloma")
+        f"calibft.evals.{name}.runner": f"calibft.evals.{name}.job"
+        for name in ("structured", "exact", "open_ended", "mcq", "noveltybench", "paloma", "tinybench")
     },
 }
 JOBS = ("calibft.evals.job", *RUNNERS.values())  # and ModelJob, which every evaluation's job extends

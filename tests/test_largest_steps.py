@@ -9,8 +9,15 @@ import torch
 from transformers import Qwen3ForCausalLM
 
 from calibft.data.trie import build_trie, tokenize_values
+from calibft.demo import tiny_evaluators
 from calibft.demo.tiny_model import TinyModelSettings, tiny_config
-from calibft.evals.paloma import documents_nll, largest_window_batch
+from calibft.evals.noveltybench.runner import (
+    CLASSIFIER_MAX_SIDE,
+    largest_scoring_step,
+    reward_scores,
+    similarity_probability,
+)
+from calibft.evals.paloma.runner import documents_nll, largest_window_batch
 from calibft.lm.generation import decode, largest_decode_step
 from calibft.lm.trie_walk import TreeShape, largest_node_batch, node_log_probs
 
@@ -88,3 +95,23 @@ def test_palomas_largest_batch_is_its_first_of_full_windows(model):
     largest = _calls(model, lambda: largest_window_batch(model, 4, 16))
     assert largest == runner[:1]
     assert largest[0]["input_ids"] == (4, 16) and largest[0]["use_cache"] is False
+
+
+def test_noveltybench_scorings_largest_step_is_its_longest_reward_batch_then_a_full_pair():
+    settings = tiny_evaluators.TinyEvaluatorSettings
+    reward, reward_tokenizer = tiny_evaluators.reward_model(settings("reward_model"))
+    classifier, classifier_tokenizer = tiny_evaluators.similarity_classifier(settings("similarity_classifier"))
+    chats = [
+        [{"role": "user", "content": "name a city " * n}, {"role": "assistant", "content": "Paris " * (2 * n)}]
+        for n in (3, 9, 5, 12, 7, 1)
+    ]
+    rewarding = _calls(reward, lambda: reward_scores(reward, reward_tokenizer, chats, batch_size=3))
+    long = "the quick brown fox " * 100  # both sides cut at the classifier's longest side
+    comparing = _calls(classifier, lambda: similarity_probability(classifier, classifier_tokenizer, long, long))
+    widest = max(rewarding, key=lambda call: call["input_ids"][1])  # chats are batched by length: a full batch
+    assert widest["input_ids"][0] == 3
+    largest_pair: list[dict] = []
+    step = lambda: largest_scoring_step(reward, classifier, 3, widest["input_ids"][1])
+    assert _calls(reward, lambda: largest_pair.extend(_calls(classifier, step))) == [widest]
+    assert largest_pair == comparing
+    assert comparing[0]["input_ids"] == (1, 2 * CLASSIFIER_MAX_SIDE + 3)

@@ -52,6 +52,16 @@ MOVED = {
     "slurm_states": "pipeline.slurm_states",
     "artifacts.inputs": "pipeline.artifact_inputs",
     "evals.gpirt": "evals.tinybench.gpirt",
+    "evals.structured_job": "evals.structured.job",
+    "evals.ssot_release": "evals.structured.ssot",
+    "evals.exact_structured": "evals.exact",
+    "evals.exact_structured_job": "evals.exact.job",
+    "evals.exact_bounds": "evals.exact.bounds",
+    "evals.mcq_job": "evals.mcq.job",
+    "evals.noveltybench_run": "evals.noveltybench.runner",
+    "evals.noveltybench_job": "evals.noveltybench.job",
+    "evals.open_ended_job": "evals.open_ended.job",
+    "evals.paloma_job": "evals.paloma.job",
 }
 
 # The code, the workflow (rules, scripts, profiles, environments), the tests, benchmarks and the docs.

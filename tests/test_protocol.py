@@ -15,12 +15,16 @@ from calibft.core.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, pro
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
-from calibft.evals import mcq, noveltybench_run, open_ended, structured
-from calibft.evals.mcq_job import MCQJob
+from calibft.evals.mcq import runner as mcq_runner
+from calibft.evals.mcq.job import MCQJob
 from calibft.evals.metrics import across_families, within_families
-from calibft.evals.noveltybench_job import GenerationJob
-from calibft.evals.open_ended_job import OpenEndedJob
-from calibft.evals.structured_job import StructuredJob
+from calibft.evals.noveltybench import runner as noveltybench_runner
+from calibft.evals.noveltybench.job import GenerationJob
+from calibft.evals.open_ended import runner as open_ended_runner
+from calibft.evals.open_ended.job import OpenEndedJob
+from calibft.evals.structured import metrics as structured_metrics
+from calibft.evals.structured import runner as structured_runner
+from calibft.evals.structured.job import StructuredJob
 from calibft.evals.tinybench import runner as tinybench_runner
 from calibft.evals.tinybench.job import TinyBenchJob
 from calibft.training.job import TrainJob
@@ -29,6 +33,8 @@ from calibft.training.train import run as train
 from tests.test_chat import GEMMA3_TEMPLATE, byte_level_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
+PAPER = yaml.safe_load((REPO / "config.yaml").read_text())
+RECIPE, TRAINING = PAPER["recipes"]["soft"], PAPER["training"]
 
 
 def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silent():
@@ -45,6 +51,9 @@ def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silen
     for name in (*silent, "open_ended_normalization"):  # the paper names no open-ended normalization
         assert release[name] == as_written[name], name
     assert release["open_ended_normalization"] == "release"
+    # "after stripping any reasoning trace": the project's rule for every model, where the release strips only
+    # `<think>` blocks (before SSOT and GSM8K only Qwen3's) and keeps GPT-OSS's analysis text
+    assert release["answer_reasoning"] == "release" and as_written["answer_reasoning"] == "strip_reasoning"
 
 
 def test_an_override_names_its_own_results_folder():
@@ -90,8 +99,8 @@ def test_logit_kl_aggregates_the_family_means_by_the_switch():
     chosen = [p for p in prompts("ood") if p.family in families]
     kl = {p.id: 100.0 if p.family == families[0] else 1.0 for p in chosen}  # family means 100, 1, 1
     records = [{"id": p.id, "value": 0.0, "valid": False} for p in chosen]
-    assert structured.score(chosen, records, kl, "mean")["aggregate"]["logit_kl"] == 34.0
-    assert structured.score(chosen, records, kl, "median")["aggregate"]["logit_kl"] == 1.0
+    assert structured_metrics.score(chosen, records, kl, "mean")["aggregate"]["logit_kl"] == 34.0
+    assert structured_metrics.score(chosen, records, kl, "median")["aggregate"]["logit_kl"] == 1.0
 
 
 def test_fixed_path_seeds_draw_path_k_of_every_prompt_as_the_release_does(tiny_tokenizer):
@@ -163,24 +172,24 @@ def model_fields(folder: Path, out: Path, preset: str) -> dict:
 
 def run_structured(folder, out, preset):
     fields = model_fields(folder, out, preset)
-    structured.run(StructuredJob(**fields, evaluation="ssot", split="ood", system="Draw."))
+    structured_runner.run(StructuredJob(**fields, evaluation="ssot", split="ood", system="Draw."))
 
 
 def run_open_ended(folder, out, preset):
     (out / "prompts.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "prompts.json").write_text(json.dumps(["Name a random city. Output ONLY the answer."]))
-    open_ended.run(OpenEndedJob(**model_fields(folder, out, preset), prompts_file=str(out / "prompts.json")))
+    open_ended_runner.run(OpenEndedJob(**model_fields(folder, out, preset), prompts_file=str(out / "prompts.json")))
 
 
 def run_mcq(folder, out, preset):
-    mcq.run(MCQJob(**model_fields(folder, out, preset)))
+    mcq_runner.run(MCQJob(**model_fields(folder, out, preset)))
 
 
 def run_noveltybench(folder, out, preset):
     out.mkdir(parents=True, exist_ok=True)
     (out / "prompts.jsonl").write_text(json.dumps({"id": "p0", "prompt": "Tell me a joke."}) + "\n")
     job = GenerationJob(**model_fields(folder, out, preset), split="curated", prompts_file=str(out / "prompts.jsonl"))
-    noveltybench_run.generate(job)
+    noveltybench_runner.generate(job)
 
 
 def run_training(folder, out, preset):
@@ -250,6 +259,6 @@ def test_every_switch_is_described():
 
 def _minimal_train_job() -> dict:
     return dict(
-        model="m", tokenizer="t", chat={}, recipe={}, training={}, seed=0, train_data="d", probe_tries="p",
+        model="m", tokenizer="t", chat={}, recipe=RECIPE, training=TRAINING, seed=0, train_data="d", probe_tries="p",
         out_dir="o", checkpoint_dir="c",
     )  # fmt: skip

@@ -12,7 +12,7 @@ import calibft.core.io
 from calibft.core.protocol import resolve
 from calibft.core.provenance import FILENAME, git_state, provenance, write_provenance
 from calibft.evals.job import ModelJob
-from calibft.evals.noveltybench_job import ScoringJob
+from calibft.evals.noveltybench.job import ScoringJob
 from calibft.training.job import TrainJob
 
 REPO = Path(__file__).resolve().parents[1]

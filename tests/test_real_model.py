@@ -13,7 +13,7 @@ from scipy.stats import chi2_contingency
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
-from calibft.evals.paloma import documents_nll
+from calibft.evals.paloma.runner import documents_nll
 from calibft.evals.tinybench.choices import continuation_logliks
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt
 from calibft.lm.generation import SamplingSettings, sample, stop_token_ids

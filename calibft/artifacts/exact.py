@@ -1,4 +1,4 @@
-"""The exact structured evaluation (`calibft.evals.exact_structured`): its tables (exact_structured_ood,
+"""The exact structured evaluation (`calibft.evals.exact`): its tables (exact_structured_ood,
 exact_structured_unseen) and the figure that sets each prompt's sampled normalized W₁ against its exact value.
 
 Functions read the exact evaluation's `metrics.json` dicts, passed as `metrics[model][condition]` for one split,

@@ -14,7 +14,7 @@ ratings), never from a stored aggregate. Undefined values and runs that do not e
 
 Intervals (`Table.intervals`): the open-ended and MCQ cells take their run's bootstrap interval (metrics.json's
 `intervals`); the NoveltyBench cells recompute theirs from the per-prompt rows as the scoring job does
-(`calibft.evals.noveltybench.prompt_draws`, the split's seed), the pooled utility's replicate i being the mean
+(`calibft.evals.noveltybench.metrics.prompt_draws`, the split's seed), the pooled utility's replicate i being the mean
 of the splits' replicates i weighted by their numbers of prompts (the splits resampled independently).
 """
 
@@ -46,9 +46,9 @@ from calibft.artifacts.tables import Table, grouped_table, latex_escape, table_n
 from calibft.core.checks import check_choice
 from calibft.core.io import read_jsonl, read_runs
 from calibft.evals.bootstrap import REPLICATES, percentile_interval
-from calibft.evals.noveltybench import bootstrap_seed, prompt_draws, summarize_prompts
-from calibft.evals.noveltybench import distinct as count_distinct
-from calibft.evals.noveltybench import utility as prompt_utility
+from calibft.evals.noveltybench.metrics import bootstrap_seed, prompt_draws, summarize_prompts
+from calibft.evals.noveltybench.metrics import distinct as count_distinct
+from calibft.evals.noveltybench.metrics import utility as prompt_utility
 
 Runs = Mapping[str, Mapping[str, Mapping[str, Any]]]  # model -> condition -> metrics.json
 Rows = Sequence[Mapping[str, Any]]

@@ -99,6 +99,25 @@ SWITCHES = (
         moves="GSM8K rows and the mean gp-IRT of the retention tables",
     ),
     Switch(
+        "tinybench_text",
+        ("release", "lm_eval"),
+        release="release",
+        as_written="lm_eval",
+        paper="the TinyBenchmarks suite, whose tasks lm-evaluation-harness defines (text not spelled out)",
+        release_code=(
+            "puts no space before a continuation where the prompt ends or the choice starts with a space, newline or "
+            "tab (retention/tinybenchmarks_data.py `_prepend_space_if_needed`, lines 178-185, called at lines 192, "
+            "242, 269, 293); removes HellaSwag's bracketed text across lines too (`_hellaswag_preprocess`, lines "
+            "12-21); a WinoGrande context is `input_formatted` without the longer option it ends with, then the "
+            "option (`_winogrande_prompt_prefix`, lines 195-202, 287-292)"
+        ),
+        moves=(
+            "HellaSwag items with an ending that opens with WikiHow markup (one space before it, not two) or markup "
+            "across a line; elsewhere only where a prompt ends, or a TruthfulQA choice starts, with whitespace, or "
+            "a WinoGrande option is longer than the gold one and ends with it (none in the demo's items)"
+        ),
+    ),
+    Switch(
         "noveltybench_reward_bos",
         ("doubled", "single"),
         release="doubled",
@@ -248,6 +267,30 @@ SWITCHES = (
         moves=(
             "the unique output rate where a sample holds a think tag or GPT-OSS's analysis text (rare: every "
             "model's prompt turns reasoning off)"
+        ),
+    ),
+    Switch(
+        "answer_reasoning",
+        ("release", "strip_reasoning"),
+        release="release",
+        as_written="strip_reasoning",
+        paper=(
+            'a generation counts "after stripping any reasoning trace" (app:prompts-structured); SSOT\'s answer comes '
+            'from "the requested answer channel or tag", GPT-OSS\'s final channel (app:prompts-seed-string-thought)'
+        ),
+        release_code=(
+            "parses the decoded text (special tokens skipped, trimmed: inference/hf_backend.py, lines 163-164) after "
+            "`strip_thinking_trace` (inference/chat_format.py, lines 8-9 and 25-28: `<think>` blocks and an unclosed "
+            "`<think>` removed, any case): structured answers and SSOT's extracted answers (eval/protocol_runner.py, "
+            "lines 100-102), MCQ generations, every think tag left then deleted (mcq_gen/parser.py, lines 10 and "
+            "18-21); before SSOT extraction and GSM8K only for its Qwen3 family (`strip_model_response`, "
+            "chat_format.py lines 31-35; inference/ssot.py line 224, retention/tinybenchmarks_tasks.py line 264); "
+            "GPT-OSS's analysis text kept"
+        ),
+        moves=(
+            "structured, SSOT, MCQ and GSM8K rows where an answer holds a think tag or GPT-OSS's analysis text: "
+            "SSOT's GPT-OSS rows (an `<answer>` in the analysis) and any non-Qwen3 SSOT answer inside a think "
+            "block; seldom elsewhere (every model's prompt turns reasoning off)"
         ),
     ),
 )

@@ -37,7 +37,7 @@ from calibft.demo.tiny_model import (
     settings_from_dict,
     training_chats,
 )
-from calibft.evals.noveltybench import CLASSIFIER_THRESHOLD, similarity_probability
+from calibft.evals.noveltybench.runner import CLASSIFIER_THRESHOLD, similarity_probability
 
 KINDS = ("similarity_classifier", "reward_model")
 # Head weight std per kind: equivalence probabilities spread around 0.1, rewards around the thresholds' range.

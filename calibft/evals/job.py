@@ -1,6 +1,7 @@
 """What every evaluation's job shares (`ModelJob`): the model under test, how to sample from it, and where the
-evaluation writes. Each evaluation's own job extends it next to its runner (`calibft.evals.structured_job` for
-`calibft.evals.structured`, and so on); `calibft.pipeline.jobs` builds them from the config.
+evaluation writes. Each evaluation's own job extends it in the evaluation's package, next to its runner
+(`calibft.evals.structured.job` beside `calibft.evals.structured.runner`, and so on); `calibft.pipeline.jobs` builds
+them from the config.
 
 The workflow imports the jobs to plan, so this module does not import torch: the two methods that need the
 sampling engine import it when they are called.

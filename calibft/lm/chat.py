@@ -18,7 +18,8 @@ A formatted prompt is tokenized so that a BOS the template already wrote is not 
 the authors' release does, with the tokenizer's special tokens added anyway (`encode_prompt`). Completions are
 tokenized alone, without special tokens, with the tokenizer's EOS appended: that is `calibft.data.trie.tokenize_values`,
 which serves training and the tries alike. Outputs are decoded with special tokens skipped and cleaned of
-reasoning traces by `strip_reasoning`.
+reasoning traces by `strip_reasoning`, or, under protocol switch `answer_reasoning: release`, left with their
+reasoning for the authors' release's rules (`strip_thinking_trace`, `strip_think_tags`, `strip_model_response`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from calibft.core.checks import check_choice
 from calibft.core.protocol import SWITCH
 
 if TYPE_CHECKING:
@@ -173,9 +175,42 @@ def chat_prompt_ids(
     return encode_prompt(tokenizer, format_prompt(tokenizer, user_message, options, system), bos)
 
 
-def decode_output(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:
-    """Generated ids as the answer text: decoded with special tokens skipped, reasoning stripped."""
-    return strip_reasoning(tokenizer.decode(list(ids), skip_special_tokens=True))
+def decode_output(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], reasoning: str = "strip_reasoning") -> str:
+    """Generated ids as the text an evaluation reads: decoded with special tokens skipped, surrounding whitespace
+    stripped, and cleaned of reasoning by `reasoning`, a value of protocol switch `answer_reasoning`:
+    `strip_reasoning` by `strip_reasoning`; `release` not at all, as the release's HF backend hands its text on
+    (inference/hf_backend.py, lines 163-164), for the evaluation's own rule of the release."""
+    check_choice("answer_reasoning", reasoning, SWITCH["answer_reasoning"].values)
+    text = tokenizer.decode(list(ids), skip_special_tokens=True)
+    return strip_reasoning(text) if reasoning == "strip_reasoning" else text.strip()
+
+
+# The release's patterns, think tags in any case: blocks and an unclosed one (src/random_steering/inference/
+# chat_format.py, lines 8-9), single tags (mcq_gen/parser.py line 10, open_random_gen/metrics.py line 11).
+_RELEASE_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_RELEASE_UNCLOSED_THINK = re.compile(r"<think>.*$", re.DOTALL | re.IGNORECASE)
+RELEASE_THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
+
+
+def strip_thinking_trace(text: str) -> str:
+    """The release's `strip_thinking_trace` (inference/chat_format.py, lines 25-28): `<think>...</think>` blocks
+    removed, then everything from a `<think>` left unclosed on, tags in any case; surrounding whitespace stripped.
+    A `</think>` without its opening tag stays, with what precedes it."""
+    return _RELEASE_UNCLOSED_THINK.sub("", _RELEASE_THINK_BLOCK.sub("", text)).strip()
+
+
+def strip_think_tags(text: str) -> str:
+    """`strip_thinking_trace`, then every `<think>` or `</think>` left deleted where it stands (any case), stripped:
+    how the release cleans an MCQ generation (mcq_gen/parser.py `_clean_generation_text`, lines 18-21) and an
+    open-ended answer (open_random_gen/metrics.py, lines 38-39). "Rome</think>Milan" is "RomeMilan"."""
+    return RELEASE_THINK_TAG.sub("", strip_thinking_trace(text)).strip()
+
+
+def strip_model_response(text: str, strips_thinking: bool) -> str:
+    """The release's `strip_model_response` (inference/chat_format.py, lines 31-35), what its backends apply before
+    SSOT extraction and GSM8K: `strip_thinking_trace` for a model of its Qwen3 family (`strips_thinking`, a model
+    entry's `release_strips_thinking`), surrounding whitespace stripped for every other."""
+    return strip_thinking_trace(text) if strips_thinking else text.strip()
 
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)

@@ -17,7 +17,7 @@ masks apply each layer's sliding window by position, as the model's own masks do
 cache keeps every token, so that the windows are the masks' alone.
 
 `adaptive_node_log_probs` expands only the most probable prefixes, until a caller's test says that what it
-knows is enough (`calibft.evals.exact_bounds`: certified bounds on the evaluation's figures); a prefix left
+knows is enough (`calibft.evals.exact.bounds`: certified bounds on the evaluation's figures); a prefix left
 unexpanded stands for every value below it.
 
 The next-token distribution is the sampling engine's (`calibft.lm.generation`): the float32 softmax of the logits

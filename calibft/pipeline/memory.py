@@ -261,7 +261,7 @@ def _run_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) -> in
     runner's own function."""
     import torch
 
-    from calibft.evals.paloma import largest_window_batch
+    from calibft.evals.paloma.runner import largest_window_batch
     from calibft.lm.generation import largest_decode_step
     from calibft.lm.models import attach_lora
     from calibft.lm.trie_walk import largest_node_batch
@@ -367,14 +367,6 @@ def job_memory(model_key: str, model_config: Mapping, batches: list[Batch], meas
     return results
 
 
-def _score(model, rows: int, tokens: int) -> None:
-    """A sequence-classification forward of `rows` sequences of `tokens` tokens, its scores made float."""
-    import torch
-
-    ids = torch.zeros(rows, tokens, dtype=torch.long, device="meta")
-    model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.float()
-
-
 def evaluator_configs(config: Mapping, folder: Path = EVALUATORS) -> dict[str, dict]:
     """The config.json of NoveltyBench's evaluators, by `EVALUATOR_MODELS` key: as recorded in `folder`, else from
     the hub by the `evaluation.noveltybench.evaluators` id."""
@@ -384,11 +376,12 @@ def evaluator_configs(config: Mapping, folder: Path = EVALUATORS) -> dict[str, d
 
 def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
     """NoveltyBench's scoring job (`evaluation.noveltybench.scoring_resources`): the reward model in bf16 and the
-    similarity classifier in fp32 (`calibft.evals.noveltybench_run.score`) held together, each scoring its
-    largest batch in turn: `reward_batch_size` chats of a prompt and a generation, one pair of generations."""
+    similarity classifier in fp32 (`calibft.evals.noveltybench.runner.score`) held together, each scoring its
+    largest batch in turn (`largest_scoring_step`): `reward_batch_size` chats of a prompt and a generation, one pair
+    of generations."""
     import torch
 
-    from calibft.evals.noveltybench import CLASSIFIER_MAX_SIDE
+    from calibft.evals.noveltybench.runner import largest_scoring_step
     from calibft.lm.models import parameter_bytes
 
     noveltybench = config["evaluation"]["noveltybench"]
@@ -396,14 +389,11 @@ def scoring_memory(config: Mapping, folder: Path = EVALUATORS) -> JobMemory:
     reward = meta_model(evaluators["reward_model"], classifier=True)
     classifier = meta_model(evaluators["classifier"], classifier=True, dtype="float32")
     chat = PROMPT_TOKENS["noveltybench"] + noveltybench["sampling"]["max_new_tokens"] + REWARD_TEMPLATE_TOKENS
-    with torch.no_grad():
-        with PeakTracker() as rewarding:
-            _score(reward, noveltybench["reward_batch_size"], chat)
-        with PeakTracker() as comparing:
-            _score(classifier, 1, 2 * CLASSIFIER_MAX_SIDE + 3)  # [CLS] a [SEP] b [SEP]
+    with torch.no_grad(), PeakTracker() as tracker:
+        largest_scoring_step(reward, classifier, noveltybench["reward_batch_size"], chat)
     resources = noveltybench["scoring_resources"]
     weights = (parameter_bytes(reward) + parameter_bytes(classifier)) / max(1, int(resources["gpus"]))
-    return _job("evaluators", "noveltybench_scoring", resources, weights, max(rewarding.peak, comparing.peak))
+    return _job("evaluators", "noveltybench_scoring", resources, weights, tracker.peak)
 
 
 def table(rows: list[JobMemory]) -> str:

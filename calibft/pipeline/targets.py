@@ -39,9 +39,7 @@ def data_outputs(layout: Layout) -> list[str]:
 def adapter_outputs(layout: Layout, runs: Sequence[tuple[str, str]] | None = None) -> list[str]:
     """The run.json of these (model, recipe) runs of every seed; by default every adapter."""
     runs = runs or layout.training_runs
-    return [
-        f"{seeded.adapter_folder(model, recipe)}/run.json" for seeded in layout.per_seed() for model, recipe in runs
-    ]
+    return [seeded.adapter_file(model, recipe, "run.json") for seeded in layout.per_seed() for model, recipe in runs]
 
 
 def seed_eval_outputs(layout: Layout) -> list[str]:
@@ -80,7 +78,7 @@ def eval_outputs(layout: Layout) -> list[str]:
 def artifact_files(layout: Layout, structured_only: bool = False) -> list[str]:
     """The files of every table and figure that the config renders (the target `structured`'s only)."""
     rows = planned(layout.config["evaluation"]["structured"]["splits"], structured_only)
-    return [layout.out(path) for row in rows for path in row.files()]
+    return [path for row in rows for path in layout.artifact_files(row)]
 
 
 def structured_outputs(layout: Layout) -> list[str]:
@@ -98,7 +96,7 @@ def structured_outputs(layout: Layout) -> list[str]:
 def reproduction_files(layout: Layout, reproduced: Sequence[Artifact]) -> list[str]:
     """The reproduction report's CSV files: one per compared table, its summary and the compute report."""
     names = [row.name for row in reproduced] + ["reproduction", "compute"]
-    return [layout.out(f"reproduction/{name}.csv") for name in names]
+    return [f"{layout.reproduction_stem(name)}.csv" for name in names]
 
 
 def plans_qualitative_tables(layout: Layout) -> bool:
@@ -113,4 +111,4 @@ def qualitative_tables(layout: Layout, cases_file: str | Path) -> list[str]:
     noveltybench_qualitative_cases chose), each named after its case."""
     (row,) = [row for row in ARTIFACTS if row.chosen]
     names = [case["name"] for case in json.loads(Path(cases_file).read_text())]
-    return [layout.out(path) for name in names for path in row.files(name)]
+    return [path for name in names for path in layout.artifact_files(row, name)]

@@ -19,7 +19,7 @@ from calibft.artifacts.retention import (
 )
 from calibft.artifacts.runs import Titles
 from calibft.artifacts.tables import to_latex, to_markdown, write_table
-from calibft.evals import paloma
+from calibft.evals.paloma import metrics as paloma
 from calibft.evals.tinybench import gpirt
 from calibft.evals.tinybench.summary import gpirt_summary
 
@@ -219,7 +219,7 @@ def test_a_stored_value_within_the_tolerance_is_accepted_but_the_recomputed_one_
 
 
 def test_paloma_accepts_the_evaluation_output_and_an_empty_slice():
-    from calibft.evals.paloma import Totals, summarize
+    from calibft.evals.paloma.metrics import Totals, summarize
 
     metrics = summarize({"wikitext_103": Totals(1000 * math.log(20.0), 1000, 4000, 3), "ptb": Totals(0.0, 0, 0, 0)}) | {
         "evaluation": "paloma",

@@ -21,9 +21,8 @@ from calibft.artifacts.transfer import (
     truncate,
 )
 from calibft.evals.bootstrap import REPLICATES
-from calibft.evals.mcq import summarize
-from calibft.evals.noveltybench import bootstrap_seed, prompt_draws, utility
-from calibft.evals.noveltybench_run import split_summary
+from calibft.evals.mcq.metrics import summarize
+from calibft.evals.noveltybench.metrics import bootstrap_seed, prompt_draws, split_summary, utility
 
 CONDITION_TITLES = {"base": "Base", "soft": "Soft", "hard": "Hard"}
 MODEL_TITLES = {"qwen": "Qwen3-0.6B", "gemma": "Gemma-3-1B-it", "m1": "Model-One", "m2": "Model-Two"}

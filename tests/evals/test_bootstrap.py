@@ -17,7 +17,7 @@ from calibft.evals.bootstrap import (
     resampled_sums,
     structured_intervals,
 )
-from calibft.evals.structured import score
+from calibft.evals.structured.metrics import score
 
 OOD = prompts("ood")
 # two families, two prompts each

@@ -11,7 +11,7 @@ from transformers import Qwen3ForCausalLM
 
 from calibft.data.trie import TokenizedValues, build_trie
 from calibft.demo.tiny_model import TinyModelSettings, tiny_config
-from calibft.evals.exact_bounds import SpaceBounds, Tolerance, figure_bounds, kl_bounds, mass_bounds, value_ranges
+from calibft.evals.exact.bounds import SpaceBounds, Tolerance, figure_bounds, kl_bounds, mass_bounds, value_ranges
 from calibft.evals.metrics import EXACT_W1_LEVELS, coupling_quantiles, exact_kl, exact_wasserstein1, w1_scale
 from calibft.lm.generation import SamplingSettings, sample
 from calibft.lm.trie_walk import NextToken, PartialWalk, adaptive_node_log_probs, node_log_probs

@@ -14,12 +14,13 @@ from calibft.data.families import FAMILIES
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
-from calibft.evals import exact_structured
-from calibft.evals.exact_structured import on_space_indices, run, score
-from calibft.evals.exact_structured_job import ExactJob
+from calibft.evals.exact import runner as exact_runner
+from calibft.evals.exact.job import ExactJob
+from calibft.evals.exact.metrics import on_space_indices, score
+from calibft.evals.exact.runner import run
 from calibft.evals.metrics import EXACT_W1_LEVELS
-from calibft.evals.structured import run as run_structured
-from calibft.evals.structured_job import StructuredJob
+from calibft.evals.structured.job import StructuredJob
+from calibft.evals.structured.runner import run as run_structured
 from calibft.lm.models import load_tokenizer
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
@@ -170,7 +171,7 @@ def test_the_adaptive_walks_bounds_contain_the_full_walks_figures_within_the_tol
 @pytest.mark.slow
 def test_a_preempted_run_resumes_to_the_uninterrupted_results(workdir, evaluated, monkeypatch):
     job = _job(workdir, "resumed", checkpoint_dir=str(workdir / "checkpoint"))
-    real, calls = exact_structured.value_probabilities, []
+    real, calls = exact_runner.value_probabilities, []
 
     def preempted_after_two_prompts(*args, **kwargs):
         calls.append(1)
@@ -178,7 +179,7 @@ def test_a_preempted_run_resumes_to_the_uninterrupted_results(workdir, evaluated
             raise KeyboardInterrupt("preempted")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(exact_structured, "value_probabilities", preempted_after_two_prompts)
+    monkeypatch.setattr(exact_runner, "value_probabilities", preempted_after_two_prompts)
     with pytest.raises(KeyboardInterrupt):
         run(job)
     assert len(list((workdir / "checkpoint").glob("*.jsonl.gz"))) == 2

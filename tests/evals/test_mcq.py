@@ -5,8 +5,13 @@ import numpy as np
 import pytest
 
 from calibft.core.io import read_jsonl
-from calibft.evals.mcq import parse_mcq, resampled_summaries, run, sample_records, score, summarize
-from calibft.evals.mcq_job import MCQ_PROMPT, MCQJob
+from calibft.core.protocol import resolve
+from calibft.evals.mcq.job import MCQ_PROMPT, MCQJob
+from calibft.evals.mcq.metrics import parse_mcq, resampled_summaries, sample_records, score, summarize
+from calibft.evals.mcq.runner import run
+from calibft.lm import generation
+from calibft.lm.chat import strip_reasoning
+from calibft.lm.models import load_tokenizer
 
 VALID = """Question: Which drug reverses heparin?
 A. Vitamin K
@@ -58,7 +63,6 @@ ACCEPTED = [
     (_replace("Correct Answer: B", "Correct Answer:   D"), "D"),
     ("\n\n  " + VALID.replace("\n", "\n\n") + "\n\n", "B"),  # blank lines and indentation are ignored
     ("<think>\nQuestion: draft\nCorrect Answer: A\n</think>\n" + VALID, "B"),
-    ("analysisWe need a question, answer should vary.assistantfinal" + VALID, "B"),
     (_replace("Explanation: Protamine binds heparin.", "Explanation: x"), "B"),
     ("\n".join(reversed(VALID.splitlines())), "B"),  # field order is free
 ]
@@ -242,3 +246,44 @@ def test_mcq_job_is_reproducible_from_its_seed(mcq_run):
     run(replace(job, out_dir=str(root / "other"), seed=4))
     texts = [r["text"] for r in read_jsonl(root / "other" / "generations.jsonl.gz")]
     assert texts != [r["text"] for r in read_jsonl(root / "base" / "generations.jsonl.gz")]
+
+
+# (generation, answer under `answer_reasoning: release`, under `strip_reasoning`)
+WITH_REASONING = [
+    ("<THINK>Balance the letters.</THINK>\n" + VALID, "B", None),  # the release's rule takes any case
+    ("Let me think.</think>\n" + VALID, None, "B"),  # strip_reasoning removes what precedes a stray close tag
+    (_replace("Correct Answer: B", "Correct Answer: B</think>"), "B", None),  # the release deletes the tag only
+    ("analysisWe need a question, answer should vary.assistantfinal" + VALID, None, "B"),  # GPT-OSS's analysis
+]
+
+
+@pytest.mark.parametrize(("text", "release", "stripped"), WITH_REASONING)
+def test_reasoning_is_removed_by_the_switch(text, release, stripped):
+    assert parse_mcq(text, "release").answer == release and parse_mcq(text, "strip_reasoning").answer == stripped
+    records = [{"text": text}]
+    assert score(records, reasoning="release")["parsed"] == (release is not None)
+    assert score(records, reasoning="strip_reasoning")["parsed"] == (stripped is not None)
+    with pytest.raises(ValueError, match="unknown answer_reasoning"):
+        parse_mcq(text, "none")
+
+
+@pytest.mark.parametrize("reasoning", ["release", "strip_reasoning"])
+def test_mcq_job_reads_its_generations_by_its_answer_reasoning(mcq_run, monkeypatch, reasoning):
+    """The job decodes and parses under its protocol's `answer_reasoning`; `score` parses the stored texts again."""
+    root, job = mcq_run
+    tokenizer = load_tokenizer(job.tokenizer)
+    texts = [text for text, _, _ in WITH_REASONING]
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+    generations = generation.Generations(ids, np.ones(len(ids), dtype=bool))
+    monkeypatch.setattr(generation, "sample", lambda *args, **kwargs: generations)
+    protocol = resolve({"switches": {"answer_reasoning": reasoning}})
+    run(replace(job, out_dir=str(root / reasoning), protocol=protocol))
+    records = read_jsonl(root / reasoning / "generations.jsonl.gz")
+    column = 1 if reasoning == "release" else 2
+    assert [r["answer"] for r in records] == [case[column] for case in WITH_REASONING]
+    # the stored text keeps its reasoning under `release` (decoded, trimmed); strip_reasoning's stores it stripped
+    assert [r["text"] for r in records] == ([t.strip() for t in texts] if reasoning == "release" else [
+        strip_reasoning(t) for t in texts
+    ])  # fmt: skip
+    metrics = json.loads((root / reasoning / "metrics.json").read_text())
+    assert metrics["parsed"] == 2 == score(records, reasoning=reasoning)["parsed"]

@@ -14,10 +14,9 @@ from calibft.demo.tiny_evaluators import TinyEvaluatorSettings
 from calibft.demo.tiny_evaluators import similarity_classifier as tiny_similarity_classifier
 from calibft.demo.tiny_model import reproducible
 from calibft.evals.bootstrap import percentile_interval
-from calibft.evals.noveltybench import (
+from calibft.evals.noveltybench.metrics import (
     THRESHOLDS,
     bootstrap_seed,
-    classifier_inputs,
     distinct,
     gains,
     lexically_equivalent,
@@ -25,15 +24,18 @@ from calibft.evals.noveltybench import (
     prompt_draws,
     rating,
     ratings,
-    reward_ids,
-    reward_scores,
     score_prompt,
-    similarity_classifier,
-    similarity_probability,
+    split_summary,
     summarize_prompts,
     utility,
 )
-from calibft.evals.noveltybench_run import split_summary
+from calibft.evals.noveltybench.runner import (
+    classifier_inputs,
+    reward_ids,
+    reward_scores,
+    similarity_classifier,
+    similarity_probability,
+)
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog",

@@ -11,18 +11,18 @@ from calibft.core.io import read_jsonl
 from calibft.core.protocol import resolve
 from calibft.demo.tiny_evaluators import TinyEvaluatorSettings, build_tiny_evaluator
 from calibft.demo.tiny_model import OPEN_ENDED_FAVOURITES
-from calibft.evals import noveltybench_run
-from calibft.evals.noveltybench import (
-    distinct,
-    equivalent,
-    ratings,
+from calibft.evals.noveltybench import runner as noveltybench_run
+from calibft.evals.noveltybench.job import GenerationJob, ScoringJob
+from calibft.evals.noveltybench.metrics import distinct, equivalent, ratings, split_summary, utility
+from calibft.evals.noveltybench.runner import (
+    generate,
+    load_prompts,
+    main,
     reward_scores,
+    score,
     similarity_classifier,
     similarity_probability,
-    utility,
 )
-from calibft.evals.noveltybench_job import GenerationJob, ScoringJob
-from calibft.evals.noveltybench_run import generate, load_prompts, main, score
 from calibft.lm.models import load_classifier
 from calibft.pipeline.jobs import generation_job
 from calibft.pipeline.layout import Layout
@@ -151,8 +151,6 @@ def test_max_prompts_keeps_the_files_first_prompts_with_their_generations(workdi
 
 
 def test_a_preempted_generation_resumes_to_the_same_bytes(workdir, generated, briefly_trained_model, monkeypatch):
-    import calibft.evals.noveltybench_run as noveltybench_run
-
     model = str(briefly_trained_model)
     job = _generation_job(workdir, "resumed", model=model, tokenizer=model, checkpoint_dir=str(workdir / "ckpt"))
     real, calls = noveltybench_run.sample_texts, []
@@ -216,7 +214,7 @@ def test_scores_recompute_from_the_generations_and_the_evaluators(scored, evalua
     for key in ("utility", "distinct"):  # over resamples of the split's prompts
         low, high = summary["intervals"][key]
         assert low <= summary[key] <= high
-    assert summary["intervals"] == noveltybench_run.split_summary(rows, "curated")["intervals"]
+    assert summary["intervals"] == split_summary(rows, "curated")["intervals"]
 
 
 def test_scoring_is_deterministic(scored):

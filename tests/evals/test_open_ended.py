@@ -7,23 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-import calibft.evals.open_ended as open_ended
+import calibft.evals.open_ended.runner as open_ended
 from calibft.core.io import read_jsonl
 from calibft.core.protocol import resolve
-from calibft.evals.open_ended import (
+from calibft.evals.open_ended.job import OPEN_ENDED_THRESHOLDS, OpenEndedJob
+from calibft.evals.open_ended.metrics import (
     NORMALIZATIONS,
-    first_token_probs,
     first_token_support,
-    load_prompts,
     normalize,
     resampled_distinct,
-    run,
-    sample_answers,
     sample_records,
     score,
     unique_fraction,
 )
-from calibft.evals.open_ended_job import OPEN_ENDED_THRESHOLDS, OpenEndedJob
+from calibft.evals.open_ended.runner import first_token_probs, load_prompts, run, sample_answers
 from calibft.lm.chat import ChatOptions, chat_prompt_ids, strip_reasoning
 from calibft.lm.models import load_model, load_tokenizer
 
@@ -389,9 +386,8 @@ def test_sample_answers_keep_the_reasoning_for_the_release_and_strip_it_otherwis
     import calibft.lm.generation as generation
 
     drawn = generation.Generations(token_ids=[[0], [1], [2]], finished=np.array([True, True, False]))
-    for module in (open_ended, generation):
-        monkeypatch.setattr(module, "sample", lambda model, ids, settings, stops, seed, progress=False: drawn)
-        monkeypatch.setattr(module, "stop_token_ids", lambda model, tokenizer: [9])
+    monkeypatch.setattr(generation, "sample", lambda model, ids, settings, stops, seed, progress=False: drawn)
+    monkeypatch.setattr(generation, "stop_token_ids", lambda model, tokenizer: [9])
     texts, finished = sample_answers(None, _Decoder(), [5], None, 0, "release")
     assert texts == ["Rome</think>Milan", "<THINK>x</THINK>Oslo", "Lima"] and finished.tolist() == [True, True, False]
     texts, _ = sample_answers(None, _Decoder(), [5], None, 0, "strip_reasoning")

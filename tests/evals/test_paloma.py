@@ -14,22 +14,9 @@ from calibft.core.protocol import resolve
 from calibft.core.seeds import seed_for
 from calibft.evals import bootstrap
 from calibft.evals.bootstrap import percentile_interval, resample_indices, resampled_sums
-from calibft.evals.paloma import (
-    SLICES,
-    SliceDocuments,
-    Totals,
-    documents_nll,
-    load_documents,
-    main,
-    run,
-    score,
-    slice_records,
-    slice_seed,
-    slice_sums,
-    summarize,
-    windows,
-)
-from calibft.evals.paloma_job import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, PalomaJob
+from calibft.evals.paloma.job import PALOMA_BATCH_SIZE, PALOMA_STRIDE, PALOMA_WINDOW, SLICES, PalomaJob
+from calibft.evals.paloma.metrics import Totals, score, slice_seed, slice_sums, summarize, windows
+from calibft.evals.paloma.runner import SliceDocuments, documents_nll, load_documents, main, run, slice_records
 from calibft.lm.models import load_model, load_tokenizer
 
 TEXTS = [
@@ -241,7 +228,7 @@ def test_a_run_writes_every_document_and_recomputable_metrics(workdir, tiny, ids
 
 
 def test_max_documents_keeps_the_first_of_each_slice(workdir, briefly_trained_model, caplog):
-    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma.runner"):
         run(_job(workdir, briefly_trained_model, "two", max_documents=2, batch_size=1))
     records = read_jsonl(workdir / "two" / "documents.jsonl.gz")
     full = read_jsonl(workdir / "base" / "documents.jsonl.gz")
@@ -279,7 +266,7 @@ def test_documents_are_scored_without_special_tokens(tiny, ids, workdir, briefly
 
 
 def test_an_interrupted_run_resumes_from_its_finished_slices(workdir, briefly_trained_model, monkeypatch):
-    import calibft.evals.paloma as paloma
+    import calibft.evals.paloma.runner as paloma
 
     job = _job(workdir, briefly_trained_model, "resumed", checkpoint_dir=str(workdir / "checkpoints"))
     real = paloma.slice_records
@@ -319,7 +306,7 @@ MIXED_ROWS = [
 
 def test_load_documents_skips_and_counts_rows_without_a_string_text(tmp_path, caplog):
     write_jsonl(tmp_path / "s.jsonl.gz", MIXED_ROWS)
-    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma.runner"):
         documents = load_documents(tmp_path / "s.jsonl.gz")
     assert documents == SliceDocuments(["a", "", " \n", "d"], 5)  # empty and blank strings are documents
     assert [r.levelname for r in caplog.records] == ["WARNING"]
@@ -339,7 +326,7 @@ def test_max_documents_counts_documents_not_rows(tmp_path, max_documents, texts,
 
 def test_a_file_of_string_texts_logs_nothing(tmp_path, caplog):
     write_jsonl(tmp_path / "s.jsonl", [{"text": "a"}, {"text": ""}])
-    with caplog.at_level("WARNING", logger="calibft.evals.paloma"):
+    with caplog.at_level("WARNING", logger="calibft.evals.paloma.runner"):
         assert load_documents(tmp_path / "s.jsonl") == SliceDocuments(["a", ""], 0)
     assert caplog.records == []
 
@@ -483,7 +470,7 @@ def test_document_nll_in_the_logits_dtype_is_the_release_computation(tiny, ids):
 
 
 def test_records_take_the_jobs_numerics(tiny, workdir, briefly_trained_model, monkeypatch):
-    import calibft.evals.paloma as paloma
+    import calibft.evals.paloma.runner as paloma
 
     tokenizer, model = tiny
     seen = []

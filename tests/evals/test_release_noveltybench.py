@@ -23,20 +23,17 @@ import pytest
 
 from calibft.core.io import read_jsonl, write_jsonl
 from calibft.core.protocol import resolve
-from calibft.evals import noveltybench, noveltybench_run
-from calibft.evals.noveltybench import (
-    CLASSIFIER_MAX_SIDE,
-    CLASSIFIER_THRESHOLD,
+from calibft.evals.noveltybench import runner as noveltybench_runner
+from calibft.evals.noveltybench.job import ScoringJob
+from calibft.evals.noveltybench.metrics import (
     PATIENCE,
     THRESHOLDS,
-    classifier_inputs,
     gains,
     lexically_equivalent,
     rating,
-    reward_ids,
     summarize_prompts,
 )
-from calibft.evals.noveltybench_job import ScoringJob
+from calibft.evals.noveltybench.runner import CLASSIFIER_MAX_SIDE, CLASSIFIER_THRESHOLD, classifier_inputs, reward_ids
 
 FIXTURE_DIR = Path(__file__).parent.parent / "fixtures" / "release_noveltybench"
 RELEASE = json.loads((FIXTURE_DIR / "release_noveltybench.json").read_text())
@@ -146,9 +143,9 @@ def scored(tmp_path_factory) -> SimpleNamespace:
     asked: list[tuple[str, str]] = []
     rows, summaries = {}, {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(noveltybench, "similarity_probability", _similarity_of_recorded_pairs(asked))
-        patch.setattr(noveltybench_run, "load_classifier", lambda name, precision: models[name])
-        patch.setattr(noveltybench_run, "load_tokenizer", lambda name: tokenizers[name])
+        patch.setattr(noveltybench_runner, "similarity_probability", _similarity_of_recorded_pairs(asked))
+        patch.setattr(noveltybench_runner, "load_classifier", lambda name, precision: models[name])
+        patch.setattr(noveltybench_runner, "load_tokenizer", lambda name: tokenizers[name])
         for split in SPLITS:
             records = [{**p, "category": None, "finished": [True] * 10} for p in PROMPTS if p["split"] == split]
             write_jsonl(tmp / f"{split}.jsonl.gz", records)
@@ -157,7 +154,7 @@ def scored(tmp_path_factory) -> SimpleNamespace:
                 classifier=CLASSIFIER, classifier_tokenizer=CLASSIFIER, reward_model=REWARD_MODEL, precision="fp32",
                 out_dir=str(tmp / split), reward_batch_size=RELEASE["config"]["reward_batch_size"], protocol=PROTOCOL,
             )  # fmt: skip
-            noveltybench_run.score(job)
+            noveltybench_runner.score(job)
             rows.update({row["id"]: row for row in read_jsonl(tmp / split / "scores.jsonl")})
             summaries[split] = json.loads((tmp / split / "summary.json").read_text())
             partitions = read_jsonl(tmp / split / "partitions.jsonl")

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from calibft.core.protocol import resolve
-from calibft.evals.open_ended import first_token_support, normalize, score, unique_fraction
+from calibft.evals.open_ended.metrics import first_token_support, normalize, score, unique_fraction
 
 FIXTURE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "release_open_ended" / "release_open_ended.json").read_text()

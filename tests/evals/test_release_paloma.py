@@ -16,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from calibft.core.protocol import resolve
-from calibft.evals.paloma import documents_nll, load_documents, score, slice_records, windows
+from calibft.evals.paloma.metrics import score, windows
+from calibft.evals.paloma.runner import documents_nll, load_documents, slice_records
 
 FIXTURE_DIR = Path(__file__).parent.parent / "fixtures" / "release_paloma"
 RELEASE = json.loads((FIXTURE_DIR / "release_paloma.json").read_text())

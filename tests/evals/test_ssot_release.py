@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from calibft.evals.ssot_release import (
+from calibft.evals.structured.ssot import (
     GPT_OSS_STRUCTURED_PROMPT,
     STRUCTURED_PROMPT,
     STYLES,

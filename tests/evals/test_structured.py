@@ -8,17 +8,21 @@ import pytest
 import torch
 from scipy import stats
 
+from calibft.core.protocol import resolve
 from calibft.data.families import family
 from calibft.data.grid import Prompt, prompts, select
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import TrieSet, trie_set_for_spaces
-from calibft.evals.structured import extract_answer, run, sample_records, score
-from calibft.evals.structured_job import StructuredJob
+from calibft.evals.structured.job import StructuredJob
+from calibft.evals.structured.metrics import extract_answer, sample_records, score
+from calibft.evals.structured.runner import run
+from calibft.lm import generation
 from calibft.lm.chat import ChatOptions, chat_prompt_ids
 from calibft.lm.models import load_model, load_tokenizer
 from calibft.training.objectives import fixed_paths
 
 CHAT = {"template_kwargs": {"enable_thinking": False}}
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +213,7 @@ def test_a_pattern_without_a_group_is_refused(workdir):
 
 
 def test_a_preempted_run_resumes_to_the_uninterrupted_samples(workdir, evaluated, monkeypatch):
-    import calibft.evals.structured as structured
+    import calibft.evals.structured.runner as structured
 
     job = _job(workdir, "resumed", checkpoint_dir=str(workdir / "checkpoint"))
     real, calls = structured.sample_texts, []
@@ -247,3 +251,62 @@ def test_a_subset_of_prompts_gets_the_results_of_the_full_run(workdir, evaluated
         assert row["path_kl"] == pytest.approx(rows[row["id"]]["path_kl"], rel=1e-5, abs=1e-7)
     metrics = json.loads((workdir / "subset" / "metrics.json").read_text())
     assert [row["id"] for row in metrics["prompts"]] == chosen
+
+
+# ---- protocol switch answer_reasoning ------------------------------------------------------------------------
+
+
+def _written(monkeypatch, tokenizer, texts: list[str]) -> None:
+    """Every sampled answer is one of `texts` in turn, as the model wrote it (decoded by the real tokenizer)."""
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+    def sample(model, prompt_ids, settings, stops, seed, progress=False):
+        n = settings.num_samples
+        return generation.Generations([ids[i % len(ids)] for i in range(n)], np.ones(n, dtype=bool))
+
+    monkeypatch.setattr(generation, "sample", sample)
+
+
+ANSWER_REASONING = {
+    value: resolve({"switches": {"answer_reasoning": value}}) for value in ("release", "strip_reasoning")
+}
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "values", "stored"),
+    [
+        # the release's strip_thinking_trace: blocks in any case; a stray close tag stays, with what precedes it. The
+        # stored text is the decoded answer, with its reasoning
+        ("release", [3.0, None, 2.0], ["<THINK>7</THINK>3", "7</think>3", "<think>x</think>2"]),
+        # calibft.lm.chat.strip_reasoning: lower-case tags only; what precedes a stray close tag removed
+        ("strip_reasoning", [None, 3.0, 2.0], ["<THINK>7</THINK>3", "3", "2"]),
+    ],
+)
+def test_structured_answers_lose_their_reasoning_by_the_switch(workdir, monkeypatch, reasoning, values, stored):
+    _written(monkeypatch, load_tokenizer(workdir / "tiny"), ["<THINK>7</THINK>3", "7</think>3", "<think>x</think>2"])
+    sampling = {"samples_per_prompt": 3, "max_new_tokens": 4}
+    job = _job(workdir, f"reasoning_{reasoning}", tries=None, prompt_ids=["poisson-001"], sampling=sampling)
+    run(replace(job, protocol=ANSWER_REASONING[reasoning]))
+    samples = _samples(workdir / f"reasoning_{reasoning}")
+    assert [s["value"] for s in samples] == values and [s["text"] for s in samples] == stored
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "strips_thinking", "value"),
+    [("release", False, 1.0), ("release", True, 2.0), ("strip_reasoning", False, 2.0), ("strip_reasoning", True, 2.0)],
+)
+def test_ssot_answers_lose_their_reasoning_by_the_switch_and_the_model(
+    workdir, monkeypatch, reasoning, strips_thinking, value
+):
+    """The release removes `<think>` blocks before SSOT extraction only for its Qwen3 family
+    (`release_strips_thinking`); `strip_reasoning` removes them for every model."""
+    _written(monkeypatch, load_tokenizer(workdir / "tiny"), ["<think><answer>1</answer></think><answer>2</answer>"])
+    name = f"ssot_reasoning_{reasoning}_{strips_thinking}"
+    job = _job(
+        workdir, name, evaluation="ssot", tries=None, prompt_ids=["poisson-001"],
+        sampling={"samples_per_prompt": 1, "max_new_tokens": 4}, protocol=ANSWER_REASONING[reasoning],
+        release_prompts=str(REPO / "profiles" / "demo" / "fixtures" / "ssot" / "ssot_prompts.py"),
+        release_strips_thinking=strips_thinking,
+    )  # fmt: skip
+    run(job)
+    assert [s["value"] for s in _samples(workdir / name)] == [value]

@@ -773,6 +773,18 @@ def test_cut_generation(tiny):
     )
     # "<|im_end|>" as text also stops, when the model writes it without the stop token
     assert cut_generation(tokenizer, [*ids[:3], eos], [], STOP_STRINGS) == (tokenizer.decode(ids[:3]), True)
+    # answer_reasoning: release decodes with special tokens skipped, as the release's backend, before the stop
+    # strings cut the text; `finished` is still what stopped the generation
+    start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    with_special = [*ids[:3], start, *ids[3:]]
+    kept = tokenizer.decode([*ids[:3], start, *ids[3:6]], skip_special_tokens=False)
+    assert "<|im_start|>" in kept and cut_generation(tokenizer, with_special[:7], [], ()) == (kept, False)
+    skipped = tokenizer.decode(with_special, skip_special_tokens=True)
+    assert cut_generation(tokenizer, with_special, [], STOP_STRINGS, "release") == ("The answer is 5.\n\n", True)
+    assert cut_generation(tokenizer, with_special, [], (), "release") == (skipped, False)
+    assert cut_generation(tokenizer, [*ids[:3], eos], [], STOP_STRINGS, "release") == (tokenizer.decode(ids[:3]), True)
+    with pytest.raises(ValueError, match="unknown answer_reasoning"):
+        cut_generation(tokenizer, ids, [], (), "none")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -878,15 +890,15 @@ def test_run_scores_loglik_items_in_row_order(workdir, tiny, task):
     records = read_jsonl(workdir / task / "items.jsonl")
     assert [r["index"] for r in records] == list(range(len(rows)))
     for row, record in zip(rows, records, strict=True):
-        pairs = choice_requests(task, row)
+        # the job's protocol is the release preset's: the release's text, logits_dtype numerics, doubled BOS
+        pairs = choice_requests(task, row, "release")
         requests = [joint_request(tokenizer, format_prompt(tokenizer, m, OPTIONS), c, "doubled") for m, c in pairs]
-        # the job's protocol is the release preset's: logits_dtype numerics, doubled BOS
         want = continuation_logliks(model, tokenizer, requests, batch_size=1, numerics="logits_dtype")
         assert record["logliks"] == pytest.approx(want, abs=1e-5)
         assert record == {
             "index": record["index"],
             "score": record["score"],
-            **score_choices(task, row, record["logliks"]),
+            **score_choices(task, row, record["logliks"], "release"),
         }
         assert record["score"] == record[TINYBENCH_TASKS[task].metrics[0]]
     scores = json.loads((workdir / task / "scores.json").read_text())
@@ -904,9 +916,11 @@ def test_run_scores_gsm8k_generations(workdir, tiny):
     assert [r["index"] for r in records] == [0, 1, 2]
     for row, record in zip(ROWS["gsm8k"], records, strict=True):
         ids, _ = _greedy_reference(model, tokenizer, chat_prompt_ids(tokenizer, row["input_formatted"], OPTIONS), 16)
-        text = tokenizer.decode(ids, skip_special_tokens=False)
+        # the job's protocol is the release preset's: answer_reasoning release, decoded with special tokens skipped
+        # and trimmed (no release_strips_thinking: the think blocks stay)
+        text = tokenizer.decode(ids, skip_special_tokens=True)
         cut = min([text.find(s) for s in STOP_STRINGS if s in text], default=len(text))
-        assert record["generation"] == strip_reasoning(text[:cut])
+        assert record["generation"] == text[:cut].strip()
         # the job's protocol is the release preset's, so the release's extraction
         assert record["extraction"] == "release"
         assert {k: record[k] for k in ("strict", "flexible", "strict_answer", "flexible_answer", "target")} == (
@@ -936,6 +950,37 @@ def test_score_task_extracts_gsm8k_answers_as_told(tiny):
     assert [r["generation"] for r in by_rule["release"]] == [r["generation"] for r in by_rule["lm_eval"]]
     with pytest.raises(ValueError, match="unknown GSM8K extraction"):
         score_task(model, tokenizer, OPTIONS, "mmlu", ROWS["mmlu"], gsm8k_extraction="strict")
+
+
+def test_a_job_reads_gsm8k_generations_by_its_answer_reasoning(tmp_path, tiny, briefly_trained_model, monkeypatch):
+    """A model that writes a think block, a special token and a stop string, read three ways. `release`: decoded with
+    special tokens skipped, `<think>` blocks removed only with `release_strips_thinking` (the release's Qwen3 family);
+    `strip_reasoning`: decoded with them kept, then `strip_reasoning`."""
+    tokenizer, _ = tiny
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
+    start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    written = [*encode("<think>#### 7</think>#### 2"), start, *encode("1\nQuestion: next")]
+
+    def generate(self, input_ids, **kwargs):
+        return torch.cat([input_ids, torch.tensor([written] * len(input_ids), device=input_ids.device)], dim=1)
+
+    monkeypatch.setattr(type(tiny[1]), "generate", generate)
+    write_jsonl(tmp_path / "gsm8k.jsonl", ROWS["gsm8k"][:1])
+    ways = {
+        "release": (resolve(None), False, "<think>#### 7</think>#### 21"),
+        "release_qwen3": (resolve(None), True, "#### 21"),
+        "strip_reasoning": (
+            resolve({"switches": {"answer_reasoning": "strip_reasoning"}}),
+            False,
+            "#### 2<|im_start|>1",
+        ),
+    }
+    for out, (protocol, strips, expected) in ways.items():
+        job = _job(tmp_path, briefly_trained_model, ["gsm8k"], out, protocol=protocol, release_strips_thinking=strips)
+        runner.run(job)
+        (record,) = read_jsonl(tmp_path / out / "gsm8k" / "items.jsonl")
+        assert record["generation"] == expected and record["finished"], out
+        assert record["strict_answer"] == gsm8k_release_strict(expected), out
 
 
 def test_a_job_takes_its_gsm8k_extraction_from_its_protocol(tmp_path, briefly_trained_model):

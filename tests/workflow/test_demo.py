@@ -310,8 +310,8 @@ def test_demo_reproduces_its_recorded_reference(demo_data):
 
 
 def test_demo_transfer_numbers_recompute_from_the_stored_generations(demo_data):
-    from calibft.evals.mcq import score as mcq_score
-    from calibft.evals.noveltybench import summarize_prompts, utility
+    from calibft.evals.mcq.metrics import score as mcq_score
+    from calibft.evals.noveltybench.metrics import summarize_prompts, utility
 
     for cond in CONDITIONS:
         folder = demo_data / "results" / "eval" / "tiny" / cond

@@ -1,6 +1,6 @@
-"""The job of the exact distribution and its comparison with the structured samples (`python -m
-calibft.evals.exact_structured JOB` reads it as JSON; `calibft.pipeline.jobs.exact_job` builds it). Free of
-torch, so that the workflow can import it to plan."""
+"""The job of the exact distribution and its comparison with the structured samples (`python -m calibft.evals.exact
+JOB` reads it as JSON; `calibft.pipeline.jobs.exact_job` builds it). Free of torch, so that the workflow can import
+it to plan."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from calibft.evals.job import ModelJob
 @dataclass(frozen=True, kw_only=True)
 class ExactJob(ModelJob):
     """The exact distribution of one condition over the evaluation space of one split, and how the structured
-    samples of the same run compare with it (`calibft.evals.exact_structured`).
+    samples of the same run compare with it (`calibft.evals.exact`).
 
     `sampling` is the structured evaluation's, so that the exact distribution is the one its samples come from
     (temperature and top-p in force, `ModelJob.settings`)."""
@@ -24,7 +24,7 @@ class ExactJob(ModelJob):
     prompt_ids: list[str] | None = None  # the structured evaluation's; None: every prompt
     batch_nodes: int = 256  # trie nodes fed together (calibft.lm.trie_walk)
     spread_draws: int = 2000  # simulated sample sets per prompt behind the sampling spread (10 in each 0.5% tail)
-    # where the adaptive walk may stop (calibft.evals.exact_bounds.Tolerance): the widths of the bounds on the
+    # where the adaptive walk may stop (calibft.evals.exact.bounds.Tolerance): the widths of the bounds on the
     # normalized W1 and on the mass on the space; zero walks the whole trie
     w1_norm_tolerance: float = 0.0
     mass_tolerance: float = 0.0

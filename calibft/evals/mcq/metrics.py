@@ -1,42 +1,28 @@
-"""MCQ answer-position balance (docs/metrics.md, MCQ answer-position balance): the paper's prompt, its strict
-parser and the TV score.
+"""The MCQ evaluation's computations from the generated texts: the strict parser (`parse_mcq`), the balance
+(`summarize`: parse rate, letter frequencies, TV to uniform), its bootstrap (`resampled_summaries`) and
+metrics.json (`score`).
 
-    python -m calibft.evals.mcq JOB     # JOB: an MCQJob as JSON text or file
-
-A model asked for a medical multiple-choice question with "the correct answer evenly distributed" should
-place the correct answer on A, B, C and D equally often. Generations are parsed strictly, so that a model
-cannot look balanced by emitting malformed questions, and the balance is scored as the total variation
-distance between the answer-letter frequencies of the parseable generations and the uniform law.
-
-Line matching: the text is cleaned of reasoning (`calibft.lm.chat.strip_reasoning`), split into lines, each
-line stripped of surrounding whitespace, and empty lines dropped. Every remaining line must start with one
+Line matching: the text is cleaned of reasoning by the protocol's `answer_reasoning` (`clean`: the release's
+`strip_think_tags`, or `calibft.lm.chat.strip_reasoning`), split into lines, each line stripped of surrounding
+whitespace, and empty lines dropped. Every remaining line must start with one
 of the field prefixes, case sensitive, at the line start: `Question:`, `A.`, `B.`, `C.`, `D.`,
 `Correct Answer:`, `Explanation:`; the field's value is the rest of the line, stripped. Fields may come in
 any order, but each exactly once, on one line, with a non-empty value; a value continued on another line is
 an unexpected line. The answer value, whitespace collapsed, must be exactly `A`, `B`, `C` or `D`.
-
-Outputs in `out_dir`: `generations.jsonl.gz` (one object per generation: index, text, answer, reason, finished;
-a generation that does not parse has answer null and the parser's reason) and `metrics.json`, which `score`
-computes from the stored texts alone (they are parsed again), with the bootstrap interval of each number over
-resamples of the generations (`intervals`, `resampled_summaries`).
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from calibft.core.io import read_job, write_json, write_jsonl
-from calibft.evals.bootstrap import REPLICATES, interval_block, ratio, resampled_sums
-from calibft.evals.mcq_job import MCQJob
-from calibft.lm.chat import chat_prompt_ids, strip_reasoning
-from calibft.lm.generation import sample_texts
+from calibft.core.checks import check_choice
+from calibft.core.protocol import SWITCH
+from calibft.evals.bootstrap import interval_block, ratio, resampled_sums
+from calibft.lm.chat import strip_reasoning, strip_think_tags
 
 LETTERS = ("A", "B", "C", "D")
 ANSWER_FIELD = "Correct Answer"
@@ -77,9 +63,19 @@ def _field_of(line: str) -> tuple[str, str] | None:
     return None
 
 
-def parse_mcq(text: str) -> ParsedMCQ:
-    """Parse one generation strictly; the first problem met (in line order, then field order) is the reason."""
-    lines = [line.strip() for line in strip_reasoning(text).splitlines()]
+def clean(text: str, reasoning: str = "release") -> str:
+    """A generation cleaned of reasoning by `reasoning`, a value of protocol switch `answer_reasoning`: `release`
+    as the release's parser (`calibft.lm.chat.strip_think_tags`: think blocks, an unclosed one and then every think
+    tag left removed, in any case, mcq_gen/parser.py lines 18-21), `strip_reasoning` by
+    `calibft.lm.chat.strip_reasoning`."""
+    check_choice("answer_reasoning", reasoning, SWITCH["answer_reasoning"].values)
+    return strip_think_tags(text) if reasoning == "release" else strip_reasoning(text)
+
+
+def parse_mcq(text: str, reasoning: str = "release") -> ParsedMCQ:
+    """Parse one generation strictly, once `clean` under `reasoning`; the first problem met (in line order, then
+    field order) is the reason."""
+    lines = [line.strip() for line in clean(text, reasoning).splitlines()]
     lines = [line for line in lines if line]
     if not lines:
         return ParsedMCQ(None, "empty_output")
@@ -128,11 +124,11 @@ def failure_kind(reason: str) -> str:
     return reason.split(":", 1)[0] if reason.startswith("bad_answer:") else reason
 
 
-def sample_records(texts: Sequence[str], finished: Sequence[bool]) -> list[dict]:
-    """One record per generation, with its parsed answer or the reason it failed."""
+def sample_records(texts: Sequence[str], finished: Sequence[bool], reasoning: str = "release") -> list[dict]:
+    """One record per generation, with its answer parsed under `reasoning` or the reason it failed."""
     records = []
     for i, (text, done) in enumerate(zip(texts, finished, strict=True)):
-        parsed = parse_mcq(text)
+        parsed = parse_mcq(text, reasoning)
         records.append(
             {"index": i, "text": text, "answer": parsed.answer, "reason": parsed.reason, "finished": bool(done)}
         )
@@ -154,11 +150,13 @@ def resampled_summaries(answers: Sequence[str | None], rng: np.random.Generator,
     }
 
 
-def score(records: Sequence[dict], replicates: int = 0, bootstrap_seed: int = 0, **header) -> dict:
-    """metrics.json: `summarize` of the stored texts, parsed again, and the count of each failure kind; with
-    `replicates`, the percentile bootstrap interval of each number over resamples of the generations
+def score(
+    records: Sequence[dict], replicates: int = 0, bootstrap_seed: int = 0, reasoning: str = "release", **header
+) -> dict:
+    """metrics.json: `summarize` of the stored texts, parsed again under `reasoning`, and the count of each failure
+    kind; with `replicates`, the percentile bootstrap interval of each number over resamples of the generations
     (`intervals`, seeded by `bootstrap_seed`)."""
-    parsed = [parse_mcq(record["text"]) for record in records]
+    parsed = [parse_mcq(record["text"], reasoning) for record in records]
     answers = [p.answer for p in parsed]
     failures = Counter(failure_kind(p.reason) for p in parsed if not p.ok)
     metrics = {**header, **summarize(answers), "failures": dict(sorted(failures.items()))}
@@ -166,26 +164,3 @@ def score(records: Sequence[dict], replicates: int = 0, bootstrap_seed: int = 0,
         draws = resampled_summaries(answers, np.random.default_rng(bootstrap_seed), replicates)
         metrics["intervals"] = interval_block(draws, bootstrap_seed, "generations")
     return metrics
-
-
-def run(job: MCQJob) -> None:
-    started = time.time()
-    tokenizer, model = job.load()
-    settings = job.settings()
-    ids = chat_prompt_ids(tokenizer, job.prompt, job.chat_options(), bos=job.protocol["prompt_bos"])
-    texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("mcq", job.prompt), progress=True)
-    records = sample_records(texts, finished)
-    out = Path(job.out_dir)
-    write_jsonl(out / "generations.jsonl.gz", records)
-    header = job.header("mcq", wall_time_s=time.time() - started)
-    bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed_of("bootstrap", "mcq")}
-    write_json(out / "metrics.json", score(records, **bootstrap, **header))
-    job.write_provenance(model, tokenizer, job.generation())
-
-
-def main(argv: list[str] | None = None) -> None:
-    run(read_job(MCQJob, "calibft.evals.mcq", sys.argv[1:] if argv is None else argv))
-
-
-if __name__ == "__main__":
-    main()

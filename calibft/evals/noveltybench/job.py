@@ -1,6 +1,6 @@
 """NoveltyBench's two jobs: generating the answers (`GenerationJob`) and scoring them (`ScoringJob`); `python -m
-calibft.evals.noveltybench_run generate|score JOB` reads them as JSON and `calibft.pipeline.jobs.generation_job`
-and `scoring_job` build them. Free of torch, so that the workflow can import it to plan."""
+calibft.evals.noveltybench generate|score JOB` reads them as JSON and `calibft.pipeline.jobs.generation_job` and
+`scoring_job` build them. Free of torch, so that the workflow can import it to plan."""
 
 from __future__ import annotations
 

@@ -1,36 +1,29 @@
 """NoveltyBench metric v1.0 (docs/metrics.md, NoveltyBench): equivalence classes, reward ratings and utility.
 
 For one prompt, the 10 generations are partitioned greedily into equivalence classes (short texts by a
-lexical rule, longer ones by a DeBERTa similarity classifier); each generation's reward-model score becomes
-a rating from 1 to 10 through fixed thresholds; only the first member of each class keeps its rating (a
-repeat adds nothing new), and utility is the patience-discounted mean of those gains. Models and tokenizers
-are passed in, so that the metric is testable with tiny random models and no hub access.
+lexical rule, longer ones by a similarity classifier, passed in as `classify`); each generation's reward-model
+score becomes a rating from 1 to 10 through fixed thresholds; only the first member of each class keeps its
+rating (a repeat adds nothing new), and utility is the patience-discounted mean of those gains.
 
 A split's means have bootstrap intervals over resamples of its prompts (`prompt_draws`), seeded by the split
 alone (`bootstrap_seed`), so that every model and condition draws the same resamples of the same prompts and a
-table can recompute them from the per-prompt rows.
+table can recompute them from the per-prompt rows (`split_summary`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from calibft.core.seeds import seed_for
-from calibft.evals.bootstrap import resampled_sums
-from calibft.lm.chat import encode_prompt
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from calibft.evals.bootstrap import REPLICATES, interval_block, resampled_sums
 
 # Reward thresholds of the Skywork-Reward-Gemma-2-27B-v0.2 scores: rating = 1 + how many lie strictly below.
 THRESHOLDS = np.array([-7.71875, -6.28125, -6.0, -5.71875, -5.5, -5.0, -4.375, -3.4375, -2.046875])
 PATIENCE = 0.8
 BOOTSTRAP_KEYS = ("utility", "distinct")  # the per-prompt scores whose split means have intervals
-CLASSIFIER_THRESHOLD = 0.102
-CLASSIFIER_MAX_SIDE = 128
 LEXICAL_MAX_TOKENS = 5
 
 Classify = Callable[[str, str], bool]
@@ -80,93 +73,6 @@ def partition(responses: Sequence[str], classify: Classify) -> list[int]:
             class_ids.append(len(representatives))
             representatives.append(i)
     return class_ids
-
-
-def classifier_inputs(
-    tokenizer: PreTrainedTokenizerBase, a: str, b: str, max_side: int = CLASSIFIER_MAX_SIDE
-) -> list[int]:
-    """[CLS] + first `max_side` tokens of a + [SEP] + first `max_side` tokens of b + [SEP]."""
-    side_a = tokenizer.encode(a, add_special_tokens=False)[:max_side]
-    side_b = tokenizer.encode(b, add_special_tokens=False)[:max_side]
-    return [tokenizer.cls_token_id, *side_a, tokenizer.sep_token_id, *side_b, tokenizer.sep_token_id]
-
-
-def similarity_probability(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, a: str, b: str) -> float:
-    """The classifier's probability that a and b are equivalent: softmax(logits)[1] of the pair."""
-    import torch
-
-    ids = torch.tensor([classifier_inputs(tokenizer, a, b)], device=model.device)
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits
-    return float(logits.float().softmax(-1)[0, 1])
-
-
-def similarity_classifier(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, threshold: float = CLASSIFIER_THRESHOLD
-) -> Classify:
-    """`classify(a, b)` for `partition`: the similarity probability above `threshold` (the model in eval mode)."""
-    model.eval()
-    return lambda a, b: similarity_probability(model, tokenizer, a, b) > threshold
-
-
-def reward_ids(
-    tokenizer: PreTrainedTokenizerBase, conversation: Sequence[Mapping[str, str]], bos: str = "single"
-) -> list[int]:
-    """The reward model's input ids of one chat: its chat template rendered as text, then encoded.
-
-    `bos` (the `noveltybench_reward_bos` switch of `calibft.core.protocol`): `single` encodes the text as NoveltyBench
-    tokenizes inside `apply_chat_template`, so one BOS where the template writes one; `doubled` encodes it with
-    the tokenizer's special tokens whatever it holds, as the authors' release does: two BOS for the Gemma-2
-    reward model, whose template writes one (`calibft.lm.chat.encode_prompt`).
-    """
-    text = tokenizer.apply_chat_template(list(conversation), tokenize=False)
-    return encode_prompt(tokenizer, text, bos)
-
-
-def reward_scores(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    conversations: Sequence[Sequence[Mapping[str, str]]],
-    batch_size: int = 8,
-    bos: str = "single",
-) -> np.ndarray:
-    """Reward of each chat ([user prompt, assistant generation]) from a sequence-classification reward model,
-    encoded by `reward_ids` with `bos`.
-
-    Batches are padded on the tokenizer's padding side with the model's `pad_token_id`, which its own pooling
-    uses to find each sequence's last real token; position ids count real tokens only, so a sequence scores
-    the same alone, left padded or right padded. Sequences are batched by length, results come back in order.
-    """
-    import torch
-
-    encoded = [reward_ids(tokenizer, c, bos) for c in conversations]
-    pad_id = model.config.get_text_config().pad_token_id
-    if pad_id is None and batch_size > 1:
-        raise ValueError("the reward model has no pad_token_id: batches of more than one sequence cannot be pooled")
-    if pad_id is not None and any(ids[-1] == pad_id for ids in encoded):
-        raise ValueError("a conversation ends with the pad token: the model's pooling would skip it")
-    left = tokenizer.padding_side == "left"
-    order = np.argsort([len(ids) for ids in encoded], kind="stable")
-    scores = np.empty(len(encoded))
-    model.eval()
-    for start in range(0, len(order), batch_size):
-        batch = [encoded[i] for i in order[start : start + batch_size]]
-        width = max(len(ids) for ids in batch)
-        input_ids = torch.full((len(batch), width), pad_id if pad_id is not None else 0, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, ids in enumerate(batch):
-            cols = slice(width - len(ids), width) if left else slice(0, len(ids))
-            input_ids[row, cols] = torch.tensor(ids)
-            mask[row, cols] = 1
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-        with torch.no_grad():
-            logits = model(
-                input_ids=input_ids.to(model.device),
-                attention_mask=mask.to(model.device),
-                position_ids=position_ids.to(model.device),
-            ).logits
-        scores[order[start : start + batch_size]] = logits[:, 0].float().cpu().numpy()
-    return scores
 
 
 def gains(class_ids: Sequence[int], ratings: Sequence[float]) -> np.ndarray:
@@ -241,3 +147,14 @@ def prompt_draws(rows: Sequence[Mapping[str, Any]], seed: int, replicates: int) 
     sums = resampled_sums(values.reshape(len(rows), len(BOOTSTRAP_KEYS)), np.random.default_rng(seed), replicates)
     means = sums / len(rows) if rows else np.full(sums.shape, np.nan)
     return {key: means[:, i] for i, key in enumerate(BOOTSTRAP_KEYS)}
+
+
+def split_summary(rows: list[dict], split: str, replicates: int = REPLICATES) -> dict:
+    """summary.json's figures of one split's rows: the mean utility and distinct count over its prompts and
+    (with `replicates`) their bootstrap intervals over resamples of the prompts, seeded by the split."""
+    summary = summarize_prompts(rows)["pooled"]
+    if replicates:
+        seed = bootstrap_seed(split)
+        draws = prompt_draws(rows, seed, replicates)
+        summary["intervals"] = interval_block(draws, seed, "prompts", units={split: len(rows)})
+    return summary

@@ -1,41 +1,19 @@
-"""Open-ended random generation (docs/metrics.md, Open-ended random generation).
-
-    python -m calibft.evals.open_ended JOB     # JOB: an OpenEndedJob as JSON text or file
-
-Requests such as "Name a random city. Output ONLY the answer." have no target distribution; the evaluation
-measures how broad the model's answers are, two ways per prompt:
-
-- top-t support: the smallest number of first tokens (softmax of the logits at the first generated
-  position) whose probabilities cover t, at every threshold t in 0.01..0.99 (0.9 is the headline);
-- unique fraction: `samples_per_prompt` sampled answers, each normalized (`normalize`, by the protocol's
-  `open_ended_normalization` switch); the number of distinct non-empty answers divided by the number of samples.
-
-Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: prompt_index, prompt, index, text,
-normalized, finished; `text` is the answer as the normalization reads it, `sample_answers`), `support.jsonl`
-(one object per prompt: its support at every threshold, in the order of `metrics.json`'s `thresholds`) and
-`metrics.json`, which `score` computes from those two files alone, with the bootstrap interval of each
-aggregate over resamples of the samples within each prompt (`intervals`, `resampled_distinct`).
-"""
+"""The open-ended evaluation's computations from texts and probabilities: the answer a text counts as
+(`normalize`), the unique fraction and its bootstrap (`unique_fraction`, `resampled_distinct`,
+`open_ended_draws`), the first token's top-t support (`first_token_support`) and metrics.json (`score`)."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from calibft.core.io import read_job, write_json, write_jsonl
-from calibft.evals.bootstrap import REPLICATES, interval_block, resample_indices
-from calibft.evals.open_ended_job import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS, OpenEndedJob
-from calibft.lm.chat import chat_prompt_ids, strip_reasoning
-from calibft.lm.generation import SamplingSettings, inference, input_device, sample, sample_texts, stop_token_ids
+from calibft.evals.bootstrap import interval_block, resample_indices
+from calibft.evals.open_ended.job import OPEN_ENDED_HEADLINE_THRESHOLD, OPEN_ENDED_THRESHOLDS
+from calibft.lm.chat import RELEASE_THINK_TAG, strip_reasoning, strip_think_tags
 
 # Coverage within this of a threshold reaches it: sums of decimal probabilities (0.5 + 0.3) round either way.
 COVERAGE_TOLERANCE = 1e-9
@@ -44,25 +22,7 @@ COVERAGE_TOLERANCE = 1e-9
 QUOTES = ("'", '"')
 NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
 NORMALIZATIONS = ("release", "strip_reasoning")  # the `open_ended_normalization` switch of calibft.core.protocol
-# The release's patterns (inference/chat_format.py, open_random_gen/metrics.py): case-insensitive think tags.
-_RELEASE_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_RELEASE_UNCLOSED_THINK = re.compile(r"<think>.*$", re.DOTALL | re.IGNORECASE)
-_RELEASE_THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
 _WHITESPACE = re.compile(r"\s+")
-
-
-def load_prompts(path: str | Path) -> list[str]:
-    """The prompts of the authors' file: a JSON array of non-empty strings."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err}); expected an array of prompt strings") from err
-    if not isinstance(data, list) or not data:
-        raise ValueError(f"{path}: expected a non-empty JSON array of prompt strings, got {type(data).__name__}")
-    for i, prompt in enumerate(data):
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError(f"{path}: prompt {i} must be a non-empty string, got {prompt!r}")
-    return data
 
 
 def normalize(text: str, rule: str = "release") -> str:
@@ -74,7 +34,7 @@ def normalize(text: str, rule: str = "release") -> str:
     `strip_reasoning` as every evaluation of this pipeline does (`calibft.lm.chat.strip_reasoning`).
     """
     if rule == "release":
-        lines = (_WHITESPACE.sub(" ", _RELEASE_THINK_TAG.sub("", line).strip()) for line in release_lines(text))
+        lines = (_WHITESPACE.sub(" ", RELEASE_THINK_TAG.sub("", line).strip()) for line in release_lines(text))
     elif rule == "strip_reasoning":
         lines = (" ".join(line.split()) for line in strip_reasoning(text).splitlines())
     else:
@@ -88,9 +48,8 @@ def normalize(text: str, rule: str = "release") -> str:
 def release_lines(text: str) -> list[str]:
     """The lines the release's `normalize_open_random_output` looks through: `<think>...</think>` blocks and
     everything from an unclosed `<think>` on removed, then every `<think>` or `</think>` tag left deleted where it
-    stands (so "Rome</think>Milan" reads "RomeMilan"), all case-insensitively."""
-    text = _RELEASE_UNCLOSED_THINK.sub("", _RELEASE_THINK_BLOCK.sub("", text)).strip()
-    return _RELEASE_THINK_TAG.sub("", text).strip().splitlines()
+    stands (so "Rome</think>Milan" reads "RomeMilan"), all case-insensitively: `calibft.lm.chat.strip_think_tags`."""
+    return strip_think_tags(text).splitlines()
 
 
 def unique_fraction(texts: Sequence[str], rule: str = "release") -> float | None:
@@ -188,42 +147,6 @@ def _release_support(probs: torch.Tensor, thresholds: Sequence[float]) -> np.nda
     return support.reshape(*probs.shape[:-1], len(thresholds))
 
 
-def first_token_probs(model, prompt_ids: Sequence[int], numerics: str = "fp32") -> np.ndarray | torch.Tensor:
-    """The next-token distribution at the first generated position.
-
-    One forward pass of the prompt in eval mode (no dropout), keeping only the last position's logits. `numerics`
-    (the `numerics` switch of `calibft.core.protocol`): `fp32` gives the float64 softmax of the float32 logits as a
-    numpy array; `logits_dtype` the softmax in the logits' dtype (bf16 on GPUs), as the authors' release takes it
-    (there divided by the sampling temperature, 1), as a tensor on the model's device for `first_token_support`.
-    """
-    if numerics not in NUMERICS:
-        raise ValueError(f"numerics must be one of {NUMERICS}, got {numerics!r}")
-    with inference(model):
-        ids = torch.tensor([list(prompt_ids)], dtype=torch.long, device=input_device(model))
-        logits = model(input_ids=ids, logits_to_keep=1).logits[0, -1]
-        if numerics == "logits_dtype":
-            return torch.softmax(logits, dim=-1)
-        return torch.softmax(logits.float().double(), dim=-1).cpu().numpy()
-
-
-def sample_answers(
-    model, tokenizer, prompt_ids: Sequence[int], settings: SamplingSettings, seed: int, rule: str
-) -> tuple[list[str], np.ndarray]:
-    """Sampled answers as `normalize` reads them under `rule`, and `finished`.
-
-    `release`: the decoded text (special tokens skipped, surrounding whitespace stripped, reasoning kept), as the
-    release's HF backend hands it to its normalization; `strip_reasoning`: `calibft.lm.generation.sample_texts`,
-    reasoning stripped as well. Both draw the same tokens.
-    """
-    if rule == "strip_reasoning":
-        return sample_texts(model, tokenizer, prompt_ids, settings, seed)
-    if rule != "release":
-        raise ValueError(f"rule must be one of {NORMALIZATIONS}, got {rule!r}")
-    generations = sample(model, prompt_ids, settings, stop_token_ids(model, tokenizer), seed)
-    texts = [tokenizer.decode(list(ids), skip_special_tokens=True).strip() for ids in generations.token_ids]
-    return texts, generations.finished
-
-
 def sample_records(
     prompt_index: int, prompt: str, texts: Sequence[str], finished: np.ndarray, rule: str = "release"
 ) -> list[dict]:
@@ -293,38 +216,3 @@ def score(
         draws = open_ended_draws(answers, headline, estimate, np.random.default_rng(bootstrap_seed), replicates)
         metrics["intervals"] = interval_block(draws, bootstrap_seed, "samples within prompts")
     return metrics
-
-
-def run(job: OpenEndedJob) -> None:
-    started = time.time()
-    prompts = load_prompts(job.prompts_file)
-    tokenizer, model = job.load()
-    options, settings = job.chat_options(), job.settings()
-    rule = job.protocol["open_ended_normalization"]
-
-    records, supports = [], []
-    for i, prompt in enumerate(tqdm(prompts, desc=f"open_ended {job.model_key}/{job.condition}")):
-        ids = chat_prompt_ids(tokenizer, prompt, options, bos=job.protocol["prompt_bos"])
-        numerics = job.protocol["numerics"]
-        support = first_token_support(first_token_probs(model, ids, numerics), job.thresholds, numerics)
-        supports.append({"prompt_index": i, "prompt": prompt, "support": support.tolist()})
-        texts, finished = sample_answers(model, tokenizer, ids, settings, job.seed_of("open_ended", prompt), rule)
-        records.extend(sample_records(i, prompt, texts, finished, rule))
-    out = Path(job.out_dir)
-    write_jsonl(out / "samples.jsonl.gz", records)
-    write_jsonl(out / "support.jsonl", supports)
-    header = job.header("open_ended", samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started)
-    bootstrap = {"replicates": REPLICATES, "bootstrap_seed": job.seed_of("bootstrap", "open_ended")}
-    metrics = score(
-        prompts, records, supports, job.thresholds, job.headline_threshold, normalization=rule, **bootstrap, **header
-    )
-    write_json(out / "metrics.json", metrics)
-    job.write_provenance(model, tokenizer, job.generation(), prompts=job.prompts_file)
-
-
-def main(argv: list[str] | None = None) -> None:
-    run(read_job(OpenEndedJob, "calibft.evals.open_ended", sys.argv[1:] if argv is None else argv))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""The PALOMA evaluation's job, windows and defaults (`python -m calibft.evals.paloma JOB` reads it as JSON;
+"""The PALOMA evaluation's job, slices, windows and defaults (`python -m calibft.evals.paloma JOB` reads it as JSON;
 `calibft.pipeline.jobs.paloma_job` builds it). Free of torch, so that the workflow can import it to plan."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from calibft.evals.job import ModelJob
 
+# The PALOMA test slices (`allenai/paloma`, split `test`), in the order of the tables
+SLICES: tuple[str, ...] = ("wikitext_103", "c4_en", "dolma-v1_5", "mc4", "ptb", "redpajama", "falcon-refinedweb")
 PALOMA_WINDOW = 2048
 PALOMA_STRIDE = 1024
 PALOMA_BATCH_SIZE = 8

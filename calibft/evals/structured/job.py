@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from calibft.evals import ssot_release
 from calibft.evals.bootstrap import REPLICATES
 from calibft.evals.job import ModelJob
+from calibft.evals.structured import ssot
 
 EVALUATIONS = ("structured", "ssot")
 
@@ -29,16 +29,19 @@ class StructuredJob(ModelJob):
     system: str | None = None  # SSOT: its instruction
     answer_pattern: str | None = None  # SSOT: a regex whose first group is the answer
     # SSOT as the authors' release ran it (protocol switch ssot_prompt: release): its prompt file, read without
-    # executing it, and the style that picks a prompt and answer rules (calibft.evals.ssot_release); these
+    # executing it, and the style that picks a prompt and answer rules (calibft.evals.structured.ssot); these
     # replace `system` and `answer_pattern`
     release_prompts: str | None = None
     release_style: str = "default"
+    # SSOT under protocol switch answer_reasoning: release: the release removes this model's <think> blocks before
+    # extraction (its Qwen3 family; calibft.lm.chat.strip_model_response)
+    release_strips_thinking: bool = False
 
     def __post_init__(self):
         if self.evaluation not in EVALUATIONS:
             raise ValueError(f"evaluation must be one of {EVALUATIONS}, got {self.evaluation!r}")
         if self.answer_pattern is not None and re.compile(self.answer_pattern).groups < 1:
             raise ValueError(f"answer_pattern {self.answer_pattern!r} needs a group that captures the answer")
-        if self.release_style not in ssot_release.STYLES:
-            styles = ", ".join(ssot_release.STYLES)
+        if self.release_style not in ssot.STYLES:
+            styles = ", ".join(ssot.STYLES)
             raise ValueError(f"release_style must be one of {styles}, got {self.release_style!r}")

@@ -1,39 +1,16 @@
-"""Structured-sampling evaluation and the SSOT baseline (docs/metrics.md, Structured sampling and SSOT baseline).
-
-    python -m calibft.evals.structured JOB     # JOB: a StructuredJob as JSON text or file
-
-For one model, condition (base or a recipe's adapter) and split, every prompt (or the job's `prompt_ids`, a
-smoke run's few) gets:
-
-- its logit KL (structured only): the trie KL of `logit_kl_paths` fixed paths from the evaluation target,
-  teacher forced (`calibft.training.objectives.path_kl`);
-- `samples_per_prompt` answers from the sampling engine, each parsed and checked for validity; the SSOT
-  baseline prompts with its instruction as the system message and takes the answer from `answer_pattern`.
-
-Outputs in `out_dir`: `samples.jsonl.gz` (one object per sample: id, index, text, value, valid, finished),
-`logit_kl.jsonl` (structured only) and `metrics.json` (per prompt, per family, aggregate), which `score`
-computes from the samples alone, so that anyone can recompute it. With a `checkpoint_dir`, each prompt's
-samples are kept there as soon as they are drawn, and a job restarted after a preemption samples only the
-prompts that are left (each prompt's seed is its own, so the result is the uninterrupted one).
+"""The structured evaluation's computations from texts and numbers: each sample's answer taken out of its text
+and parsed (`answer_part`, `sample_records`), each prompt's figures (`prompt_metrics`) and metrics.json (`score`).
 """
 
 from __future__ import annotations
 
 import re
-import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
-from calibft.core.checkpoints import checkpoint_folder, finish_checkpoints, per_prompt
-from calibft.core.io import read_job, write_json, write_jsonl
 from calibft.data.families import family
-from calibft.data.grid import Prompt, prompts, select
-from calibft.data.trie import TrieSet
-from calibft.evals import ssot_release
+from calibft.data.grid import Prompt
 from calibft.evals.bootstrap import LEVEL, PromptSamples, structured_intervals
 from calibft.evals.metrics import (
     family_rows,
@@ -45,27 +22,40 @@ from calibft.evals.metrics import (
     w1_scale,
     wasserstein1,
 )
-from calibft.evals.structured_job import StructuredJob
-from calibft.lm.chat import chat_prompt_ids
-from calibft.lm.generation import sample_texts
-from calibft.lm.models import padding_id
-from calibft.training.objectives import path_kl
-
-
-def system_message(job: StructuredJob) -> str | None:
-    """The system (or developer) message: the release's SSOT prompt, or the job's `system`."""
-    if job.release_prompts is None:
-        return job.system
-    prompts = ssot_release.read_prompts(job.release_prompts)
-    return ssot_release.system_message(prompts, ssot_release.STYLES[job.release_style].prompt)
+from calibft.evals.structured import ssot
+from calibft.evals.structured.job import StructuredJob
+from calibft.lm.chat import strip_model_response, strip_thinking_trace
 
 
 def answer_part(job: StructuredJob) -> Callable[[str], str | None]:
+    """What takes the answer out of a sampled text, decoded as `calibft.lm.chat.decode_output` decodes under the
+    protocol's `answer_reasoning`: the release's SSOT rule or the job's `answer_pattern` (`extractor`), and
+
+    - under `strip_reasoning` nothing more: the decoded text is already clean of reasoning;
+    - under `release` the release's steps around it (inference/ssot.py, lines 224-229; eval/protocol_runner.py,
+      lines 100-102): for SSOT `strip_model_response` before extraction (`<think>` blocks removed for a model
+      with `release_strips_thinking`, its Qwen3 family), then `strip_thinking_trace` of the answer, for both
+      evaluations.
+    """
+    extract = extractor(job)
+    if job.protocol["answer_reasoning"] == "strip_reasoning":
+        return extract
+
+    def release(text: str) -> str | None:
+        if job.evaluation == "ssot":
+            text = strip_model_response(text, job.release_strips_thinking)
+        answer = extract(text)
+        return None if answer is None else strip_thinking_trace(answer)
+
+    return release
+
+
+def extractor(job: StructuredJob) -> Callable[[str], str | None]:
     """What takes the answer part of an output: the release's rule, or the job's `answer_pattern`."""
     if job.release_prompts is None:
         return lambda text: extract_answer(text, job.answer_pattern)
-    gpt_oss = ssot_release.STYLES[job.release_style].gpt_oss_output
-    return lambda text: ssot_release.extract_answer(text, gpt_oss=gpt_oss)
+    gpt_oss = ssot.STYLES[job.release_style].gpt_oss_output
+    return lambda text: ssot.extract_answer(text, gpt_oss=gpt_oss)
 
 
 def extract_answer(text: str, pattern: str | None) -> str | None:
@@ -152,70 +142,3 @@ def score(
             samples, bootstrap_seed, replicates, LEVEL, across, w1_nonfinite_prompts=w1_nonfinite_prompts
         )
     return metrics
-
-
-def run(job: StructuredJob) -> None:
-    started = time.time()
-    tokenizer, model = job.load()
-    options = job.chat_options().merged(job.chat_overrides, "chat_overrides")
-    tries = TrieSet.load(job.tries) if job.tries else None
-    if tries is not None and job.prompt_ids is not None:
-        tries = tries.subset(job.prompt_ids)
-    chosen = select(prompts(job.split), job.prompt_ids if tries is None else list(tries.ids))
-    system = system_message(job)
-    prompt_ids = [chat_prompt_ids(tokenizer, p.prompt, options, system, job.protocol["prompt_bos"]) for p in chosen]
-    out = Path(job.out_dir)
-
-    logit_kl = None
-    if tries is not None:
-        kl = path_kl(
-            model,
-            tries,
-            prompt_ids,
-            padding_id(tokenizer),
-            job.logit_kl_paths,
-            job.seed,
-            job.logit_kl_batch_size,
-            seeds=job.protocol["logit_kl_path_seeds"],
-            numerics=job.protocol["numerics"],
-        )
-        logit_kl = {p.id: float(row.mean()) for p, row in zip(chosen, kl, strict=True)}
-        write_jsonl(
-            out / "logit_kl.jsonl",
-            (
-                {"id": p.id, "family": p.family, "path_kl": row.tolist(), "logit_kl": float(row.mean())}
-                for p, row in zip(chosen, kl, strict=True)
-            ),
-        )
-
-    settings, answer = job.settings(), answer_part(job)
-    checkpoint = checkpoint_folder(job)
-    records = []
-    for prompt, ids in zip(
-        tqdm(chosen, desc=f"{job.evaluation} {job.model_key}/{job.condition}/{job.split}"), prompt_ids, strict=True
-    ):
-
-        def draw(prompt=prompt, ids=ids):
-            texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of(job.evaluation, prompt.id))
-            return sample_records(prompt, texts, finished, answer)
-
-        records.extend(per_prompt(checkpoint, prompt.id, draw))
-    write_jsonl(out / "samples.jsonl.gz", records)
-    header = job.header(
-        job.evaluation, split=job.split, samples_per_prompt=settings.num_samples, wall_time_s=time.time() - started
-    )
-    across = job.protocol["logit_kl_across_families"]
-    bootstrap = {"replicates": job.bootstrap_replicates, "bootstrap_seed": job.seed_of("bootstrap", job.split)}
-    nonfinite = job.protocol["w1_nonfinite_prompts"]
-    metrics = score(chosen, records, logit_kl, across, **bootstrap, w1_nonfinite_prompts=nonfinite, **header)
-    write_json(out / "metrics.json", metrics)
-    job.write_provenance(model, tokenizer, job.generation(), tries=job.tries, ssot_prompts=job.release_prompts)
-    finish_checkpoints(checkpoint)
-
-
-def main(argv: list[str] | None = None) -> None:
-    run(read_job(StructuredJob, "calibft.evals.structured", sys.argv[1:] if argv is None else argv))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
 """The log-likelihood tasks (MMLU, HellaSwag, TruthfulQA mc2, WinoGrande; docs/tinybench.md, Log-likelihood
-tasks): the (user message, continuation) request of each choice of an item (`choice_requests`), its token ids
+tasks): the (user message, continuation) request of each choice of an item (`choice_requests`, its text built by
+the `tinybench_text` switch's rules), its token ids
 (`joint_request`: prompt and continuation encoded together), the log-likelihood of each continuation under the
 model (`continuation_logliks`, in the arithmetic `continuation_loglik` chooses by the `numerics` switch), and the
 item's metric fields from those log-likelihoods (`score_choices`, with the per-task rules `argmax_accuracy`,
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from calibft.core.checks import check_choice
 from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE
 from calibft.evals.tinybench.tasks import item_field, task_spec
 from calibft.lm.chat import encode_prompt
@@ -22,6 +24,9 @@ from calibft.lm.models import padding_id
 
 LETTERS = ("A", "B", "C", "D")
 NUMERICS = ("logits_dtype", "fp32")  # the `numerics` switch of calibft.core.protocol
+TEXT_RULES = ("release", "lm_eval")  # the `tinybench_text` switch of calibft.core.protocol
+# what the release takes for a context's end or a continuation's start that needs no space between them
+RELEASE_SPACES = (" ", "\n", "\t")
 
 
 def argmax_accuracy(logliks: Sequence[float], target: int) -> int:
@@ -49,12 +54,26 @@ def mc2(logliks_true: Sequence[float], logliks_false: Sequence[float]) -> float:
     return float(np.exp(t - top).sum() / np.exp(both - top).sum())
 
 
-def hellaswag_preprocess(text: str) -> str:
-    """HellaSwag text as the harness cleans it: stripped, " [title]" -> ". ", bracketed text removed, double
-    spaces collapsed once."""
+def hellaswag_preprocess(text: str, text_rule: str = "lm_eval") -> str:
+    """HellaSwag text cleaned: stripped, " [title]" -> ". ", bracketed text removed, double spaces collapsed
+    once. A bracketed span runs from "[" to the next "]" on the same line under `lm_eval` (the harness's regex,
+    whose "." stops at a newline), or across lines under `release` (the release's loop of `find`s)."""
+    check_choice("tinybench_text", text_rule, TEXT_RULES)
     text = text.strip().replace(" [title]", ". ")
-    text = re.sub(r"\[.*?\]", "", text)
+    text = re.sub(r"\[.*?\]", "", text, flags=re.DOTALL if text_rule == "release" else 0)
     return text.replace("  ", " ")
+
+
+def continuation_text(context: str, text: str, text_rule: str) -> str:
+    """The continuation of `text` scored after the user message `context`. `lm_eval`: the harness's target
+    delimiter " " before `text`. `release`: `text` as it is where `context` ends or `text` starts with a space,
+    newline or tab, else " " before it; an empty `text` is refused, as the release refuses it."""
+    check_choice("tinybench_text", text_rule, TEXT_RULES)
+    if text_rule == "lm_eval":
+        return " " + text
+    if not text:
+        raise ValueError(f"empty continuation after {context[-40:]!r}")
+    return text if context.endswith(RELEASE_SPACES) or text.startswith(RELEASE_SPACES) else " " + text
 
 
 def mmlu_target(answer: Any) -> int:
@@ -85,19 +104,48 @@ def winogrande_prefix(input_formatted: str, sentence: str, options: Sequence[str
 
 
 def winogrande_messages(row: Mapping) -> tuple[list[str], str]:
-    """(the user message of each option, the shared continuation) of a WinoGrande row, partial scoring."""
-    sentence = item_field(row, "sentence")
-    if "_" not in sentence:
-        raise ValueError(f"WinoGrande sentence without a blank: {sentence!r}")
+    """(the user message of each option, the shared continuation) of a WinoGrande row, partial scoring, as the
+    harness builds them."""
+    sentence = _winogrande_sentence(row)
     blank = sentence.index("_")
     options = [item_field(row, "option1"), item_field(row, "option2")]
     prefix = winogrande_prefix(item_field(row, "input_formatted"), sentence, options)
     return [prefix + sentence[:blank] + option for option in options], " " + sentence[blank + 1 :].strip()
 
 
-def choice_requests(task: str, row: Mapping) -> list[tuple[str, str]]:
-    """(user message, continuation text) per choice of a log-likelihood task's row, in choice order."""
+def release_winogrande_requests(row: Mapping) -> list[tuple[str, str]]:
+    """(user message, continuation) of each option of a WinoGrande row as the release builds them: the message is
+    `input_formatted` without the longest option it ends with, followed by the option; the continuation the
+    sentence after the blank, stripped, after it by `continuation_text`. ValueError unless `input_formatted` ends
+    with the gold option, which the release refuses too."""
+    sentence, text = _winogrande_sentence(row), item_field(row, "input_formatted")
+    options = [item_field(row, "option1"), item_field(row, "option2")]
+    gold = options[int(item_field(row, "answer")) - 1]
+    if not text.endswith(gold):
+        raise ValueError(f"input_formatted does not end with the gold option {gold!r}")
+    # sorted is stable: of two options of one length, option1 is tried first, as in the release
+    cut = next(len(option) for option in sorted(options, key=len, reverse=True) if text.endswith(option))
+    rest = sentence[sentence.index("_") + 1 :].strip()
+    messages = [text[: len(text) - cut] + option for option in options]
+    return [(message, continuation_text(message, rest, "release")) for message in messages]
+
+
+def _winogrande_sentence(row: Mapping) -> str:
+    sentence = item_field(row, "sentence")
+    if "_" not in sentence:
+        raise ValueError(f"WinoGrande sentence without a blank: {sentence!r}")
+    return sentence
+
+
+def choice_requests(task: str, row: Mapping, text_rule: str = "lm_eval") -> list[tuple[str, str]]:
+    """(user message, continuation text) per choice of a log-likelihood task's row, in choice order, built by
+    `text_rule` (one of `TEXT_RULES`): each continuation after its message by `continuation_text`, HellaSwag's
+    endings cleaned by `hellaswag_preprocess`; WinoGrande's requests by `winogrande_messages` (`lm_eval`) or
+    `release_winogrande_requests`."""
+    check_choice("tinybench_text", text_rule, TEXT_RULES)
     kind = task_spec(task).kind
+    if kind == "partial" and text_rule == "release":
+        return release_winogrande_requests(row)
     if kind == "partial":
         messages, continuation = winogrande_messages(row)
         return [(message, continuation) for message in messages]
@@ -106,16 +154,19 @@ def choice_requests(task: str, row: Mapping) -> list[tuple[str, str]]:
         choices = item_field(row, "choices")
         if not 1 <= len(choices) <= len(LETTERS):
             raise ValueError(f"MMLU row with {len(choices)} choices; expected 1 to {len(LETTERS)}")
-        return [(prompt, " " + letter) for letter in LETTERS[: len(choices)]]
-    if kind == "acc_norm":
-        return [(prompt, " " + hellaswag_preprocess(e)) for e in item_field(row, "endings")]
-    if kind == "mc2":
-        return [(prompt, " " + choice) for choice in item_field(row, "mc2_targets")["choices"]]
-    raise ValueError(f"task {task!r} is scored by generation, not log-likelihood")
+        texts = list(LETTERS[: len(choices)])
+    elif kind == "acc_norm":
+        texts = [hellaswag_preprocess(ending, text_rule) for ending in item_field(row, "endings")]
+    elif kind == "mc2":
+        texts = list(item_field(row, "mc2_targets")["choices"])
+    else:
+        raise ValueError(f"task {task!r} is scored by generation, not log-likelihood")
+    return [(prompt, continuation_text(prompt, text, text_rule)) for text in texts]
 
 
-def score_choices(task: str, row: Mapping, logliks: Sequence[float]) -> dict:
-    """The metric fields of one log-likelihood item from its choices' log-likelihoods (in choice order)."""
+def score_choices(task: str, row: Mapping, logliks: Sequence[float], text_rule: str = "lm_eval") -> dict:
+    """The metric fields of one log-likelihood item from its choices' log-likelihoods (in choice order); HellaSwag's
+    endings cleaned under `text_rule` for acc_norm's lengths."""
     kind = task_spec(task).kind
     logliks = [float(x) for x in logliks]
     record: dict[str, Any] = {"logliks": logliks}
@@ -124,7 +175,7 @@ def score_choices(task: str, row: Mapping, logliks: Sequence[float]) -> dict:
         record.update(target=target, prediction=int(np.argmax(logliks)), acc=argmax_accuracy(logliks, target))
     elif kind == "acc_norm":
         target = int(item_field(row, "label"))
-        endings = [hellaswag_preprocess(e) for e in item_field(row, "endings")]
+        endings = [hellaswag_preprocess(e, text_rule) for e in item_field(row, "endings")]
         prediction = hellaswag_choice(logliks, endings)
         record.update(
             target=target,

@@ -1,6 +1,6 @@
 """GSM8K's decoding (docs/tinybench.md, GSM8K): how answers are decoded (`Decoding`, greedy or sampled,
 seeded per batch), `generate_answers` with the stop strings `STOP_STRINGS`, and `cut_generation`, which cuts a
-generation at its first stop token or stop string."""
+generation at its first stop token or stop string and decodes it as protocol switch `answer_reasoning` reads it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from calibft.core.checks import check_choice
+from calibft.core.protocol import SWITCH
 from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS
 from calibft.lm.generation import inference, input_device, seed_for, stop_token_ids
 from calibft.lm.generation_defaults import engine_settings
@@ -30,16 +32,36 @@ class _StopStrings:
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
-def cut_generation(tokenizer, ids: Sequence[int], stop_ids: Sequence[int], stop_strings: Sequence[str]):
-    """(text, finished) of generated ids: cut before the first stop token, decoded with special tokens kept, cut
-    before the first stop string; `finished` says whether a stop token or string ended it."""
+def cut_generation(
+    tokenizer,
+    ids: Sequence[int],
+    stop_ids: Sequence[int],
+    stop_strings: Sequence[str],
+    reasoning: str = "strip_reasoning",
+) -> tuple[str, bool]:
+    """(text, finished) of generated ids: cut before the first stop token, decoded, cut before the first stop
+    string; `finished` says whether a stop token or a stop string in the text with special tokens kept (what
+    `generate_answers` stops on) ended it.
+
+    The text is decoded as `reasoning`, a value of protocol switch `answer_reasoning`, reads it: `strip_reasoning`
+    with special tokens kept (`calibft.lm.chat.strip_reasoning` reads GPT-OSS's channel tokens), `release` with
+    them skipped before the stop strings cut it, as the release's HF backend does (inference/hf_backend.py, lines
+    163-164).
+    """
+    check_choice("answer_reasoning", reasoning, SWITCH["answer_reasoning"].values)
     ids, stops = list(ids), set(stop_ids)
     end = next((k for k, t in enumerate(ids) if t in stops), None)
-    text = tokenizer.decode(ids if end is None else ids[:end], skip_special_tokens=False)
+    ids = ids if end is None else ids[:end]
+    text, cut = _cut_at_stop_strings(tokenizer.decode(ids, skip_special_tokens=False), stop_strings)
+    if reasoning == "release":
+        text, _ = _cut_at_stop_strings(tokenizer.decode(ids, skip_special_tokens=True), stop_strings)
+    return text, end is not None or cut
+
+
+def _cut_at_stop_strings(text: str, stop_strings: Sequence[str]) -> tuple[str, bool]:
+    """`text` up to its first stop string, and whether it held one."""
     hits = [text.find(s) for s in stop_strings if s in text]
-    if hits:
-        text = text[: min(hits)]
-    return text, end is not None or bool(hits)
+    return (text[: min(hits)], True) if hits else (text, False)
 
 
 @dataclass(frozen=True)
@@ -79,8 +101,10 @@ def generate_answers(
     stop_strings: Sequence[str] = STOP_STRINGS,
     batch_size: int = TINYBENCH_BATCH_SIZE,
     decoding: Decoding = GREEDY,
+    reasoning: str = "strip_reasoning",
 ) -> list[tuple[str, bool]]:
-    """(text, finished) of the continuation of each prompt (token ids), as `cut_generation` cuts it.
+    """(text, finished) of the continuation of each prompt (token ids), as `cut_generation` cuts and decodes it
+    under `reasoning` (protocol switch `answer_reasoning`).
 
     `model.generate` with `decoding`'s settings, `batch_size` prompts at a time (longest first), left padded with
     an attention mask; generation stops at the model's stop tokens (`stop_token_ids`), at `max_new_tokens`, or
@@ -120,6 +144,6 @@ def generate_answers(
             )
             for r, i in enumerate(batch):
                 new = generated[r, width:].tolist()
-                text, finished = cut_generation(tokenizer, new, stop_ids, stop_strings)
+                text, finished = cut_generation(tokenizer, new, stop_ids, stop_strings, reasoning)
                 out[i] = (text, finished)
     return out

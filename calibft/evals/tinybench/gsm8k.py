@@ -2,7 +2,8 @@
 generation and the reference they are compared with, under either protocol of the switch `gsm8k_extraction`
 (`GSM8K_EXTRACTIONS`): the authors' release (`gsm8k_release_*`, numbers compared through `Decimal`) or
 lm-evaluation-harness's tinyGSM8k task (`gsm8k_strict`, `gsm8k_flexible`, `normalize_gsm8k`). `gsm8k_answers`
-gives the fields of one generation's item record."""
+gives the fields of one generation's item record, from the text `gsm8k_text` cleans of reasoning under the
+switch `answer_reasoning`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import re
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 
 from calibft.core.checks import check_choice
+from calibft.core.protocol import SWITCH
+from calibft.lm.chat import strip_model_response, strip_reasoning
 
 GSM8K_STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
 GSM8K_FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
@@ -100,6 +103,20 @@ def gsm8k_release_target(answer_field: str) -> str | None:
     if not final:
         raise ValueError(f"GSM8K answer with nothing after its last '####': {answer_field!r}")
     return release_number(final)
+
+
+def gsm8k_text(generation: str, reasoning: str, strips_thinking: bool) -> str:
+    """The text GSM8K answers are extracted from: a generation as `calibft.evals.tinybench.generate.cut_generation`
+    decodes it under `reasoning` (a value of protocol switch `answer_reasoning`), cleaned of reasoning.
+
+    - `strip_reasoning`: `calibft.lm.chat.strip_reasoning`, for every model;
+    - `release`: the release's `strip_model_response` (retention/tinybenchmarks_tasks.py, line 264): `<think>`
+      blocks removed only for a model with `strips_thinking` (its Qwen3 family), the text trimmed for any other.
+    """
+    check_choice("answer_reasoning", reasoning, SWITCH["answer_reasoning"].values)
+    if reasoning == "strip_reasoning":
+        return strip_reasoning(generation)
+    return strip_model_response(generation, strips_thinking)
 
 
 def gsm8k_answers(text: str, answer: str, extraction: str) -> dict:

@@ -27,6 +27,9 @@ class TinyBenchJob(ModelJob):
     sampling: dict = field(default_factory=dict)
     batch_size: int = TINYBENCH_BATCH_SIZE
     max_new_tokens: int = TINYBENCH_MAX_NEW_TOKENS
+    # GSM8K under protocol switch answer_reasoning: release: the release removes this model's <think> blocks before
+    # extraction (its Qwen3 family; calibft.evals.tinybench.gsm8k.gsm8k_text)
+    release_strips_thinking: bool = False
 
     def __post_init__(self):
         if not self.tasks:

@@ -23,11 +23,11 @@ from calibft.evals.bootstrap import REPLICATES
 from calibft.evals.tinybench import gpirt
 from calibft.evals.tinybench.choices import choice_requests, continuation_logliks, joint_request, score_choices
 from calibft.evals.tinybench.generate import GREEDY, STOP_STRINGS, Decoding, generate_answers
-from calibft.evals.tinybench.gsm8k import GSM8K_EXTRACTIONS, gsm8k_answers
+from calibft.evals.tinybench.gsm8k import GSM8K_EXTRACTIONS, gsm8k_answers, gsm8k_text
 from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE, TINYBENCH_MAX_NEW_TOKENS, TinyBenchJob
 from calibft.evals.tinybench.summary import gpirt_summary, summarize
 from calibft.evals.tinybench.tasks import TINYBENCH_TASKS, item_field, task_spec
-from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt, strip_reasoning
+from calibft.lm.chat import ChatOptions, chat_prompt_ids, format_prompt
 
 # Items scored together and kept as one checkpoint of a resumable job.
 ITEMS_PER_CHECKPOINT = 25
@@ -47,28 +47,35 @@ def score_task(
     prompt_bos: str = "single",
     decoding: Decoding = GREEDY,
     numerics: str = "fp32",
+    text_rule: str = "lm_eval",
+    answer_reasoning: str = "strip_reasoning",
+    release_strips_thinking: bool = False,
 ) -> list[dict]:
     """One record per item, in the given order: index (first_index + position), score, the task's metric
     fields and what they came from (log-likelihoods, or the generation and its answers). GSM8K answers are
     extracted by `gsm8k_extraction` (one of `GSM8K_EXTRACTIONS`; see `gsm8k_answers`) from answers decoded by
-    `decoding` (`generate_answers`); prompts are encoded with `prompt_bos` (`calibft.lm.chat.encode_prompt`);
-    log-likelihoods are computed under `numerics` (`continuation_logliks`)."""
+    `decoding` (`generate_answers`) and cleaned of reasoning by `answer_reasoning` (`gsm8k_text`, with the model's
+    `release_strips_thinking`); prompts are encoded with `prompt_bos` (`calibft.lm.chat.encode_prompt`);
+    log-likelihoods are computed under `numerics` (`continuation_logliks`) of the requests that `text_rule` (the
+    switch `tinybench_text`) builds (`choice_requests`)."""
     check_choice("GSM8K extraction", gsm8k_extraction, GSM8K_EXTRACTIONS)
     if task_spec(task).loglik:
         return _score_loglik_items(
-            model, tokenizer, options, task, items, batch_size, first_index, prompt_bos, numerics
+            model, tokenizer, options, task, items, batch_size, first_index, prompt_bos, numerics, text_rule
         )
     return _score_generated_items(
         model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, gsm8k_extraction, prompt_bos,
-        decoding,
+        decoding, answer_reasoning, release_strips_thinking,
     )  # fmt: skip
 
 
-def _score_loglik_items(model, tokenizer, options, task, items, batch_size, first_index, bos, numerics) -> list[dict]:
+def _score_loglik_items(
+    model, tokenizer, options, task, items, batch_size, first_index, bos, numerics, text_rule
+) -> list[dict]:
     """Every choice of every item in one batched `continuation_logliks` call; each user message formatted once,
     each choice's ids from its formatted prompt and continuation encoded together (`joint_request`)."""
     metric = TINYBENCH_TASKS[task].metrics[0]
-    per_item = [choice_requests(task, row) for row in items]
+    per_item = [choice_requests(task, row, text_rule) for row in items]
     prompts: dict[str, str] = {}
     requests = []
     for pairs in per_item:
@@ -79,25 +86,29 @@ def _score_loglik_items(model, tokenizer, options, task, items, batch_size, firs
     logliks = continuation_logliks(model, tokenizer, requests, batch_size, numerics)
     records, at = [], 0
     for k, (row, pairs) in enumerate(zip(items, per_item, strict=True)):
-        fields = score_choices(task, row, logliks[at : at + len(pairs)])
+        fields = score_choices(task, row, logliks[at : at + len(pairs)], text_rule)
         at += len(pairs)
         records.append({"index": first_index + k, "score": float(fields[metric]), **fields})
     return records
 
 
 def _score_generated_items(
-    model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos, decoding
-):
-    """GSM8K answers decoded by `decoding`, scored strict and flexible under the answer extraction `extraction`."""
+    model, tokenizer, options, task, items, batch_size, max_new_tokens, first_index, extraction, bos, decoding,
+    reasoning, strips_thinking,
+):  # fmt: skip
+    """GSM8K answers decoded by `decoding`, cleaned of reasoning by `reasoning` (`gsm8k_text`), scored strict and
+    flexible under the answer extraction `extraction`."""
     metric = TINYBENCH_TASKS[task].metrics[0]
     prompts = [
         chat_prompt_ids(tokenizer, item_field(row, "input_formatted", first_index + k), options, bos=bos)
         for k, row in enumerate(items)
     ]
-    generations = generate_answers(model, tokenizer, prompts, max_new_tokens, STOP_STRINGS, batch_size, decoding)
+    generations = generate_answers(
+        model, tokenizer, prompts, max_new_tokens, STOP_STRINGS, batch_size, decoding, reasoning
+    )
     records = []
     for k, (row, (raw, finished)) in enumerate(zip(items, generations, strict=True)):
-        text = strip_reasoning(raw)
+        text = gsm8k_text(raw, reasoning, strips_thinking)
         answer = item_field(row, "answer", first_index + k)
         fields = gsm8k_answers(text, answer, extraction)
         records.append(
@@ -156,6 +167,9 @@ def run_task(job: TinyBenchJob, model, tokenizer, task: str, folder: Path | None
             prompt_bos=job.protocol["prompt_bos"],
             decoding=GREEDY if TINYBENCH_TASKS[task].loglik else gsm8k_decoding(job, begin),
             numerics=job.protocol["numerics"],
+            text_rule=job.protocol["tinybench_text"],
+            answer_reasoning=job.protocol["answer_reasoning"],
+            release_strips_thinking=job.release_strips_thinking,
         )
         records.extend(per_prompt(folder, f"{task}_{begin:04d}", produce))
     out = Path(job.out_dir) / task
