@@ -18,6 +18,7 @@ from calibft.evals.noveltybench.runner import (
     similarity_probability,
 )
 from calibft.evals.paloma.runner import documents_nll, largest_window_batch
+from calibft.evals.tinybench.choices import continuation_logliks, largest_loglik_batch
 from calibft.lm.generation import decode, largest_decode_step
 from calibft.lm.trie_walk import TreeShape, largest_node_batch, node_log_probs
 
@@ -115,3 +116,11 @@ def test_noveltybench_scorings_largest_step_is_its_longest_reward_batch_then_a_f
     assert _calls(reward, lambda: largest_pair.extend(_calls(classifier, step))) == [widest]
     assert largest_pair == comparing
     assert comparing[0]["input_ids"] == (1, 2 * CLASSIFIER_MAX_SIDE + 3)
+
+
+def test_tinybenchs_largest_loglik_batch_is_its_batch_of_longest_requests(model, tiny_tokenizer):
+    context, continuation = 12, 5
+    requests = [([1] * context, [2] * continuation)] * 3 + [([1] * 4, [2] * 2)]
+    runner = _calls(model, lambda: continuation_logliks(model, tiny_tokenizer, requests, batch_size=3))
+    largest = _calls(model, lambda: largest_loglik_batch(model, 3, context, continuation))
+    assert largest == runner[:1]  # the first batch holds the longest requests

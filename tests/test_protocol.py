@@ -262,3 +262,20 @@ def _minimal_train_job() -> dict:
         model="m", tokenizer="t", chat={}, recipe=RECIPE, training=TRAINING, seed=0, train_data="d", probe_tries="p",
         out_dir="o", checkpoint_dir="c",
     )  # fmt: skip
+
+
+def test_a_job_with_a_misspelt_or_missing_switch_fails_where_it_is_made():
+    good = resolve(None)
+    job = dict(_minimal_train_job(), protocol=good)
+    assert TrainJob(**job).protocol == good
+    misspelt = {("numerix" if name == "numerics" else name): value for name, value in good.items()}
+    with pytest.raises(ValueError, match=r"unknown switches \['numerix'\] and lacks \['numerics'\]"):
+        TrainJob(**dict(job, protocol=misspelt))
+    with pytest.raises(ValueError, match="gives numerics 'bf16'"):
+        TrainJob(**dict(job, protocol={**good, "numerics": "bf16"}))
+    fields = dict(
+        model="m", model_key="m", tokenizer="t", chat={}, condition="base", seed=0, precision="fp32",
+        sampling={"samples_per_prompt": 1, "max_new_tokens": 4}, out_dir="o", evaluation="structured", split="ood",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="unknown switches"):
+        StructuredJob(**fields, protocol=misspelt)

@@ -317,6 +317,19 @@ def resolve(section: Mapping | None) -> dict[str, str]:
     return values
 
 
+def check_protocol(values: Mapping[str, str]) -> None:
+    """Raises ValueError unless `values` gives every switch, and nothing else, one of its values: what a job's
+    `protocol` field must hold, so that a misspelt switch fails where the job is made or read."""
+    unknown, missing = sorted(set(values) - set(SWITCH)), sorted(set(SWITCH) - set(values))
+    if unknown or missing:
+        raise ValueError(
+            f"a job's protocol names unknown switches {unknown} and lacks {missing}; known: {', '.join(SWITCH)}"
+        )
+    for name, value in values.items():
+        if value not in SWITCH[name].values:
+            raise ValueError(f"a job's protocol gives {name} {value!r}; use one of {', '.join(SWITCH[name].values)}")
+
+
 def default_protocol() -> dict[str, str]:
     """Every switch's value under the default preset: a job's `protocol` field when it is not given."""
     return resolve(None)

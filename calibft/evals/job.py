@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from calibft.core.protocol import default_protocol
+from calibft.core.protocol import check_protocol, default_protocol
 from calibft.core.provenance import write_provenance
 from calibft.lm.chat import ChatOptions, on_chat_date
 from calibft.lm.generation_defaults import effective_settings, engine_settings, release_request
@@ -40,6 +40,9 @@ class ModelJob:
     adapter: str | None = None  # the recipe's adapter folder; None for the base model
     checkpoint_dir: str | None = None  # per-prompt results of an interrupted attempt, kept until the job ends
     protocol: dict = field(default_factory=default_protocol)  # every switch's value (calibft.core.protocol)
+
+    def __post_init__(self):
+        check_protocol(self.protocol)
 
     def checkpoint_generation_config(self) -> dict | None:
         """The checkpoint's own generation_config.json: from its folder, or from the Hugging Face cache where

@@ -5,8 +5,9 @@ device, in bf16 as the jobs load it (`calibft.lm.meta_models`): tensors there ha
 storage, so a 27B model costs nothing. Each job's largest step then runs on it, by its runner's own function:
 a training step on the batch the objectives build (`calibft.training.largest_batch`: forward, the loss's
 log-softmax, backward) and AdamW's step; an evaluation's largest batch (the sampling engine's
-`largest_decode_step`, the exact walk's `largest_node_batch`, teacher forcing's `forcing_batch`, PALOMA's
-`largest_window_batch`; NoveltyBench's evaluators scoring, `scoring_memory`). This module sizes the batches
+`largest_decode_step`, the exact walk's `largest_node_batch`, teacher forcing's `forcing_batch`, TinyBenchmarks'
+`largest_loglik_batch`, PALOMA's `largest_window_batch`; NoveltyBench's evaluators' `largest_scoring_step`, in
+`scoring_memory`). This module sizes the batches
 from the configuration (`gpu_batches`). `PeakTracker` counts the bytes of every tensor off the CPU that the step
 creates while it is alive, so its peak is what the step adds to the weights.
 
@@ -65,7 +66,7 @@ class Batch:
     or scored after them, and for the exact walk the trie's depth `levels` (its longest value's tokens)."""
 
     job: str
-    kind: str  # train_soft, train_hard, decode, exact, forcing, windows
+    kind: str  # train_soft, train_hard, decode, exact, forcing, loglik, windows
     rows: int
     prompt: int
     new: int = 0
@@ -153,7 +154,7 @@ def gpu_batches(config: Mapping) -> list[Batch]:
         # continuations scored by log-likelihood, bounded by the generated answers' length
         Batch(
             "tinybenchmarks_loglik",
-            "forcing",
+            "loglik",
             tiny["batch_size"],
             PROMPT_TOKENS["tinybenchmarks"],
             tiny["max_new_tokens"],
@@ -262,6 +263,7 @@ def _run_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) -> in
     import torch
 
     from calibft.evals.paloma.runner import largest_window_batch
+    from calibft.evals.tinybench.choices import largest_loglik_batch
     from calibft.lm.generation import largest_decode_step
     from calibft.lm.models import attach_lora
     from calibft.lm.trie_walk import largest_node_batch
@@ -284,6 +286,8 @@ def _run_batch(model, batch: Batch, lora: Mapping, inputs: TrainingInputs) -> in
             largest_node_batch(model, batch.prompt, batch.rows, batch.levels)
         elif batch.kind == "forcing":
             completion_log_probs(model, forcing_batch(batch.rows, batch.prompt, batch.new))
+        elif batch.kind == "loglik":
+            largest_loglik_batch(model, batch.rows, batch.prompt, batch.new)
         else:
             largest_window_batch(model, batch.rows, batch.prompt)
     return tracker.peak

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibft.core.protocol import default_protocol
+from calibft.core.protocol import check_protocol, default_protocol
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class TrainingSettings:
 @dataclass(frozen=True)
 class TrainJob:
     """Everything one training run needs. `recipe` and `training` may be given as the config's mappings (as the
-    job's JSON holds them); they are read into their dataclasses, so that a misspelt setting fails here."""
+    job's JSON holds them); they are read into their dataclasses, and `protocol` must give every switch a value,
+    so that a misspelt setting or switch fails here."""
 
     model: str  # Hugging Face id or folder
     tokenizer: str
@@ -64,6 +65,7 @@ class TrainJob:
             object.__setattr__(self, "recipe", Recipe(**self.recipe))
         if isinstance(self.training, dict):
             object.__setattr__(self, "training", TrainingSettings(**self.training))
+        check_protocol(self.protocol)
 
 
 def training_processes(entry: dict) -> int:

@@ -30,6 +30,7 @@ class ExactJob(ModelJob):
     mass_tolerance: float = 0.0
 
     def __post_init__(self):
+        super().__post_init__()
         if self.batch_nodes < 1:
             raise ValueError(f"batch_nodes must be >= 1, got {self.batch_nodes}")
         if self.spread_draws < 2:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from calibft.core.protocol import default_protocol
+from calibft.core.protocol import check_protocol, default_protocol
 from calibft.evals.job import ModelJob
 
 
@@ -19,6 +19,7 @@ class GenerationJob(ModelJob):
     max_prompts: int | None = None
 
     def __post_init__(self):
+        super().__post_init__()
         if self.max_prompts is not None and self.max_prompts < 1:
             raise ValueError(f"max_prompts must be >= 1 or None, got {self.max_prompts}")
 
@@ -47,3 +48,6 @@ class ScoringJob:
     reward_batch_size: int = 8
     checkpoint_dir: str | None = None
     protocol: dict = field(default_factory=default_protocol)  # every switch's value (calibft.core.protocol)
+
+    def __post_init__(self):
+        check_protocol(self.protocol)

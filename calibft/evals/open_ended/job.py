@@ -20,5 +20,6 @@ class OpenEndedJob(ModelJob):
     headline_threshold: float = OPEN_ENDED_HEADLINE_THRESHOLD
 
     def __post_init__(self):
+        super().__post_init__()
         if self.headline_threshold not in self.thresholds:
             raise ValueError(f"headline_threshold {self.headline_threshold} must be one of the thresholds")

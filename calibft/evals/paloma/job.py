@@ -36,6 +36,7 @@ class PalomaJob(ModelJob):
     max_documents: int | None = None  # per slice, the file's first ones; None: all
 
     def __post_init__(self):
+        super().__post_init__()
         if self.sampling:
             raise ValueError(
                 f"PALOMA scores given text and samples nothing; sampling must be empty, got {self.sampling}"

@@ -38,6 +38,7 @@ class StructuredJob(ModelJob):
     release_strips_thinking: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if self.evaluation not in EVALUATIONS:
             raise ValueError(f"evaluation must be one of {EVALUATIONS}, got {self.evaluation!r}")
         if self.answer_pattern is not None and re.compile(self.answer_pattern).groups < 1:

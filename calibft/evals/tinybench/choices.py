@@ -227,6 +227,27 @@ def continuation_loglik(logits: torch.Tensor, targets: torch.Tensor, numerics: s
     return log_probs.gather(-1, targets[:, None]).double().sum().item()
 
 
+def batch_logits(model, seqs: Sequence[Sequence[int]], pad: int, first: int, device) -> torch.Tensor:
+    """The logits of a batch of token sequences from position `first` on, right padded with `pad` to the longest
+    under an attention mask (padding follows every real token, so causal attention keeps it out)."""
+    width = max(len(seq) for seq in seqs)
+    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, seq in enumerate(seqs):
+        input_ids[r, : len(seq)], mask[r, : len(seq)] = torch.tensor(list(seq)), 1
+    return model(input_ids=input_ids.to(device), attention_mask=mask.to(device), logits_to_keep=width - first).logits
+
+
+def largest_loglik_batch(model, rows: int, context_length: int, continuation_length: int) -> None:
+    """The largest batch `continuation_logliks` runs, on token ids of zeros (the meta device for the memory
+    estimate): `rows` requests of a context and a continuation of these lengths, their logits from the
+    continuation on, and one request's float32 log-softmax (`continuation_loglik` under `fp32`, one request's at
+    a time)."""
+    seqs = [[0] * (context_length + continuation_length)] * rows
+    logits = batch_logits(model, seqs, 0, context_length - 1, input_device(model))
+    torch.log_softmax(logits[0, :continuation_length].float(), dim=-1)
+
+
 def continuation_logliks(
     model,
     tokenizer,
@@ -257,17 +278,9 @@ def continuation_logliks(
     with inference(model):
         for begin in range(0, len(order), batch_size):
             batch = order[begin : begin + batch_size]
-            seqs = [rows[i][0] + rows[i][1] for i in batch]
-            width = max(len(s) for s in seqs)
-            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for r, seq in enumerate(seqs):
-                input_ids[r, : len(seq)], mask[r, : len(seq)] = torch.tensor(seq), 1
             # the logits at position p predict token p + 1: keep positions from the earliest context end
             first = min(len(rows[i][0]) for i in batch) - 1
-            logits = model(
-                input_ids=input_ids.to(device), attention_mask=mask.to(device), logits_to_keep=width - first
-            ).logits
+            logits = batch_logits(model, [rows[i][0] + rows[i][1] for i in batch], pad, first, device)
             for r, i in enumerate(batch):
                 n_context, n_cont = len(rows[i][0]), len(rows[i][1])
                 start = n_context - 1 - first

@@ -32,6 +32,7 @@ class TinyBenchJob(ModelJob):
     release_strips_thinking: bool = False
 
     def __post_init__(self):
+        super().__post_init__()
         if not self.tasks:
             raise ValueError("tasks must name at least one task and its items file")
         for task in self.tasks:
