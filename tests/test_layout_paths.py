@@ -48,8 +48,6 @@ LOG_SECTIONS = {"log", "benchmark"}
 # The paths spelled outside the layout that the check lets pass (file, path up to an f-string's field), each with
 # its reason.
 ELSEWHERE = {
-    # the protocol's root, which Layout.root takes
-    ("calibft/core/protocol.py", "results/protocols/"),
     # a glob of the evaluations' timings under the benchmarks folder of the logs
     ("calibft/artifacts/compute.py", "eval/*/"),
     # a glob of the metrics beside a tables folder that `calibft reference --record` is given

@@ -11,7 +11,7 @@ import torch
 import yaml
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from calibft.core.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, protocol_root, resolve
+from calibft.core.protocol import PRESETS, SWITCH, SWITCHES, markdown_table, protocol_name, resolve
 from calibft.data.grid import prompts
 from calibft.data.output_space import SpaceSet, spaces_for_prompts
 from calibft.data.trie import trie_set_for_spaces
@@ -27,6 +27,7 @@ from calibft.evals.structured import runner as structured_runner
 from calibft.evals.structured.job import StructuredJob
 from calibft.evals.tinybench import runner as tinybench_runner
 from calibft.evals.tinybench.job import TinyBenchJob
+from calibft.pipeline.layout import Layout
 from calibft.training.job import TrainJob
 from calibft.training.objectives import fixed_paths
 from calibft.training.train import run as train
@@ -57,11 +58,14 @@ def test_presets_take_the_release_or_the_text_and_agree_where_the_paper_is_silen
 
 
 def test_an_override_names_its_own_results_folder():
-    assert protocol_name(None) == "release" and protocol_root(None) == "results"
-    assert protocol_root({"preset": "as_written"}) == "results/protocols/as_written"
+    def root(section):
+        return Layout({"protocol": section}, "").root
+
+    assert protocol_name(None) == "release" and root(None) == "results"
+    assert root({"preset": "as_written"}) == "results/protocols/as_written"
     section = {"preset": "release", "switches": {"prompt_bos": "single", "numerics": "logits_dtype"}}
     assert protocol_name(section) == "release+prompt_bos=single"  # an override equal to the preset is no change
-    assert protocol_root(section) == "results/protocols/release+prompt_bos=single"
+    assert root(section) == "results/protocols/release+prompt_bos=single"
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = {"table": ("tex", "csv", "md"), "figure": ("pdf", "png")}
+FOLDERS = {"table": "tables", "figure": "figures"}  # each kind's folder under the results' root
 # The result sets a row may read; calibft.pipeline.artifact_inputs.RESULT_SETS gives each its files and settings.
 READS = (
     "config",
@@ -86,7 +87,7 @@ class Artifact:
     @property
     def folder(self) -> str:
         """The folder of its files under the results root: tables or figures."""
-        return f"{self.kind}s"
+        return FOLDERS[self.kind]
 
     @property
     def extensions(self) -> tuple[str, ...]:

@@ -10,8 +10,9 @@ writes. Each such place is a `Switch` with its allowed values; a protocol is one
   draws, so that an `as_written` run trains on the answers such runs trained on before the switch existed.
 
 The config's `protocol:` section picks a preset and may override single switches. Results of a protocol
-live under `protocol_root`: `results/` for `release`, `results/protocols/{name}/` for any other, so that
-protocols never overwrite each other's results while sharing the data layer (prompts, spaces, tries).
+live under their own root (`calibft.pipeline.layout.Layout.root`): `results/` for `release`,
+`results/protocols/{name}/` for any other (`protocol_name`), so that protocols never overwrite each other's
+results while sharing the data layer (prompts, spaces, tries).
 """
 
 from __future__ import annotations
@@ -342,12 +343,6 @@ def protocol_name(section: Mapping | None) -> str:
     values = resolve(section)
     changed = [f"+{name}={values[name]}" for name in SWITCH if values[name] != SWITCH[name].preset(preset)]
     return preset + "".join(changed)
-
-
-def protocol_root(section: Mapping | None) -> str:
-    """Where a protocol's adapters, evaluations, tables and figures go."""
-    name = protocol_name(section)
-    return "results" if name == "release" else f"results/protocols/{name}"
 
 
 def markdown_table() -> str:

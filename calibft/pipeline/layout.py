@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from calibft.artifacts.registry import Artifact
-from calibft.core.protocol import protocol_name, protocol_root, resolve
+from calibft.artifacts.registry import FOLDERS, Artifact
+from calibft.core.protocol import protocol_name, resolve
 from calibft.evals.tinybench.tasks import TINYBENCH_TASKS
 from calibft.pipeline.assets import (
     NOVELTYBENCH_PROMPTS,
@@ -42,8 +42,6 @@ from calibft.pipeline.config import model_source, tokenizer_source
 
 # The wildcard of the workflow's rules that stands for the seed in a pattern layout's run paths (`Layout.pattern`).
 SEED_WILDCARD = "{seed}"
-# The folder of each kind of artifact (`calibft.artifacts.registry.KINDS`) under the protocol's root.
-ARTIFACT_FOLDERS = {"table": "tables", "figure": "figures"}
 
 
 @dataclass(frozen=True)
@@ -138,8 +136,10 @@ class Layout:
 
     @cached_property
     def root(self) -> str:
-        """`results` for the release protocol, `results/protocols/{name}` for any other (`calibft.core.protocol`)."""
-        return protocol_root(self.config["protocol"])
+        """`results` for the release protocol, `results/protocols/{name}` for any other (`calibft.core.protocol`):
+        protocols never overwrite each other's results."""
+        name = protocol_name(self.config["protocol"])
+        return "results" if name == "release" else f"results/protocols/{name}"
 
     @cached_property
     def logs(self) -> str:
@@ -387,11 +387,11 @@ class Layout:
     # tables, figures and the reproduction report, which every seed shares
     def artifact_stem(self, kind: str, name: str) -> str:
         """A table's or figure's files (`kind` of `calibft.artifacts.registry.KINDS`) without their extension."""
-        return self.out(f"{ARTIFACT_FOLDERS[kind]}/{name}")
+        return self.out(f"{FOLDERS[kind]}/{name}")
 
     def artifact_files(self, row: Artifact, name: str | None = None) -> list[str]:
         """The files of a table or figure (of `name`, for a row whose names a run chooses: `Artifact.chosen`)."""
-        return [f"{self.artifact_stem(row.kind, name or row.name)}.{ext}" for ext in row.extensions]
+        return [self.out(path) for path in row.files(name)]
 
     def reproduction_stem(self, name: str) -> str:
         """The files of a part of the reproduction report (a compared table, `reproduction`, `compute`) without
