@@ -106,12 +106,13 @@ def test_ssot_job_follows_the_protocol():
 
 
 def test_the_releases_answer_rule_removes_think_blocks_for_qwen3_only():
-    """answer_reasoning: release: the release strips `<think>` blocks before SSOT extraction and GSM8K for its Qwen3
-    family only (the Qwen3 family's `release_strips_thinking`)."""
+    """answer_reasoning: release: the release strips `<think>` blocks before SSOT extraction, GSM8K and NoveltyBench
+    for its Qwen3 family only (the Qwen3 family's `release_strips_thinking`)."""
     for model, entry in PAPER.config["models"].items():
         qwen3 = entry["family"] == "Qwen3"
         assert ssot_job(PAPER, model, "ood").release_strips_thinking == qwen3, model
         assert tinybench_job(PAPER, model, "base").release_strips_thinking == qwen3, model
+        assert generation_job(PAPER, model, "base", "curated").release_strips_thinking == qwen3, model
     demo = Layout(load("profiles/demo/demo.yaml"), "/repo")
     assert not ssot_job(demo, "tiny", "ood").release_strips_thinking  # the release's default family
     assert not tinybench_job(demo, "tiny", "base").release_strips_thinking

@@ -284,12 +284,14 @@ SWITCHES = (
             "`strip_thinking_trace` (inference/chat_format.py, lines 8-9 and 25-28: `<think>` blocks and an unclosed "
             "`<think>` removed, any case): structured answers and SSOT's extracted answers (eval/protocol_runner.py, "
             "lines 100-102), MCQ generations, every think tag left then deleted (mcq_gen/parser.py, lines 10 and "
-            "18-21); before SSOT extraction and GSM8K only for its Qwen3 family (`strip_model_response`, "
-            "chat_format.py lines 31-35; inference/ssot.py line 224, retention/tinybenchmarks_tasks.py line 264); "
-            "GPT-OSS's analysis text kept"
+            "18-21); before SSOT extraction, GSM8K and NoveltyBench's scoring only for its Qwen3 family "
+            "(`strip_model_response`, chat_format.py lines 31-35; inference/ssot.py line 224, "
+            "retention/tinybenchmarks_tasks.py line 264, noveltybench/evaluate.py line 281); GPT-OSS's analysis text "
+            "kept"
         ),
         moves=(
-            "structured, SSOT, MCQ and GSM8K rows where an answer holds a think tag or GPT-OSS's analysis text: "
+            "structured, SSOT, MCQ, GSM8K and NoveltyBench rows where an answer holds a think tag or GPT-OSS's "
+            "analysis text: "
             "SSOT's GPT-OSS rows (an `<answer>` in the analysis) and any non-Qwen3 SSOT answer inside a think "
             "block; seldom elsewhere (every model's prompt turns reasoning off)"
         ),

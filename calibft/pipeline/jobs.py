@@ -168,6 +168,7 @@ def generation_job(layout: Layout, model: str, cond: str, nb_split: str) -> Gene
         prompts_file=layout.noveltybench_prompts(nb_split),
         max_prompts=section.get("max_prompts"),
         checkpoint_dir=layout.eval_checkpoints(model, cond, "noveltybench", nb_split),
+        release_strips_thinking=layout.config["models"][model].get("release_strips_thinking", False),
     )
 
 

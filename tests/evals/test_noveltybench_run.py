@@ -23,6 +23,7 @@ from calibft.evals.noveltybench.runner import (
     similarity_classifier,
     similarity_probability,
 )
+from calibft.lm import generation
 from calibft.lm.models import load_classifier
 from calibft.pipeline.jobs import generation_job
 from calibft.pipeline.layout import Layout
@@ -318,7 +319,7 @@ def test_generate_samples_at_the_switchs_settings(tmp_path, briefly_trained_mode
     _write_prompts(tmp_path / "curated.jsonl", PROMPTS[:1])
     seen = []
 
-    def recording(model, tokenizer, ids, settings, seed):
+    def recording(model, tokenizer, ids, settings, seed, reasoning):
         seen.append((settings.temperature, settings.top_p))
         return ["an answer"] * settings.num_samples, np.ones(settings.num_samples, dtype=bool)
 
@@ -334,3 +335,37 @@ def test_generate_samples_at_the_switchs_settings(tmp_path, briefly_trained_mode
 def test_main_names_its_commands(capsys):
     with pytest.raises(SystemExit, match=r"\{generate\|score\}"):
         main(["judge", "{}"])
+
+
+WRITTEN = ["<think>x</think>Rome", "Rome</think>Milan"]
+
+
+@pytest.mark.parametrize(
+    ("reasoning", "strips_thinking", "stored"),
+    [
+        # the release hands on the decoded text, trimmed; its Qwen3 family's <think> blocks removed
+        ("release", False, WRITTEN),
+        ("release", True, ["Rome", "Rome</think>Milan"]),
+        # calibft.lm.chat.strip_reasoning, whatever the model: what precedes a stray close tag removed too
+        ("strip_reasoning", False, ["Rome", "Milan"]),
+        ("strip_reasoning", True, ["Rome", "Milan"]),
+    ],
+)
+def test_generations_lose_their_reasoning_by_the_switch_and_the_model(
+    workdir, briefly_trained_model, monkeypatch, reasoning, strips_thinking, stored
+):
+    model = str(briefly_trained_model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in WRITTEN]
+
+    def sample(model, prompt_ids, settings, stops, seed, progress=False):
+        n = settings.num_samples
+        return generation.Generations([ids[i % len(ids)] for i in range(n)], np.ones(n, dtype=bool))
+
+    monkeypatch.setattr(generation, "sample", sample)
+    out = f"reasoning_{reasoning}_{strips_thinking}"
+    protocol = resolve({"switches": {"answer_reasoning": reasoning}})
+    job = _generation_job(workdir, out, model=model, tokenizer=model, protocol=protocol, max_prompts=1)
+    generate(replace(job, release_strips_thinking=strips_thinking, sampling={**job.sampling, "samples_per_prompt": 2}))
+    (record,) = read_jsonl(workdir / out / "generations.jsonl.gz")
+    assert record["generations"] == stored

@@ -17,6 +17,9 @@ class GenerationJob(ModelJob):
     split: str  # "curated" or "wildchat"
     prompts_file: str
     max_prompts: int | None = None
+    # under protocol switch answer_reasoning: release, the release removes this model's <think> blocks from each
+    # generation (its Qwen3 family; calibft.lm.chat.strip_model_response)
+    release_strips_thinking: bool = False
 
     def __post_init__(self):
         super().__post_init__()

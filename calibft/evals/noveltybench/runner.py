@@ -24,7 +24,7 @@ from calibft.core.io import read_job, read_jsonl, write_json, write_jsonl
 from calibft.core.provenance import write_provenance
 from calibft.evals.noveltybench.job import GenerationJob, ScoringJob
 from calibft.evals.noveltybench.metrics import Classify, score_prompt, split_summary
-from calibft.lm.chat import chat_prompt_ids, encode_prompt
+from calibft.lm.chat import chat_prompt_ids, encode_prompt, strip_model_response
 from calibft.lm.generation import sample_texts
 from calibft.lm.models import load_classifier, load_tokenizer
 
@@ -71,12 +71,16 @@ def generate(job: GenerationJob) -> None:
     tokenizer, model = job.load()
     options, settings = job.chat_options(), job.settings()
     checkpoint = checkpoint_folder(job)
+    reasoning = job.protocol["answer_reasoning"]
     records = []
     for row in tqdm(prompts, desc=f"noveltybench {job.model_key}/{job.condition}/{job.split}"):
 
         def draw(row=row):
             ids = chat_prompt_ids(tokenizer, row["prompt"], options, bos=job.protocol["prompt_bos"])
-            texts, finished = sample_texts(model, tokenizer, ids, settings, job.seed_of("noveltybench", row["id"]))
+            seed = job.seed_of("noveltybench", row["id"])
+            texts, finished = sample_texts(model, tokenizer, ids, settings, seed, reasoning=reasoning)
+            if reasoning == "release":  # what the release's backend hands on (noveltybench/evaluate.py, line 281)
+                texts = [strip_model_response(text, job.release_strips_thinking) for text in texts]
             return [{**row, "generations": texts, "finished": finished.tolist()}]
 
         records.extend(per_prompt(checkpoint, row["id"], draw))
