@@ -13,9 +13,7 @@ roundings, as the two sides sum in different orders.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -34,12 +32,9 @@ from calibft.evals.noveltybench.metrics import (
     summarize_prompts,
 )
 from calibft.evals.noveltybench.runner import CLASSIFIER_MAX_SIDE, CLASSIFIER_THRESHOLD, classifier_inputs, reward_ids
+from tests.fixtures.release_recording import recorded
 
-FIXTURE_DIR = Path(__file__).parent.parent / "fixtures" / "release_noveltybench"
-RELEASE = json.loads((FIXTURE_DIR / "release_noveltybench.json").read_text())
-_spec = importlib.util.spec_from_file_location("release_noveltybench_make_fixture", FIXTURE_DIR / "make_fixture.py")
-MAKE_FIXTURE = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MAKE_FIXTURE)
+RELEASE, MAKE_FIXTURE = recorded("release_noveltybench")
 PROTOCOL = resolve(None)  # the `release` preset
 PROMPTS = RELEASE["inputs"]["prompts"]
 RUNS = RELEASE["runs"]

@@ -7,7 +7,6 @@ The project runs under the `release` preset (`numerics: logits_dtype`, `paloma_e
 """
 
 import gzip
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -18,12 +17,9 @@ import pytest
 from calibft.core.protocol import resolve
 from calibft.evals.paloma.metrics import score, windows
 from calibft.evals.paloma.runner import documents_nll, load_documents, slice_records
+from tests.fixtures.release_recording import recorded
 
-FIXTURE_DIR = Path(__file__).parent.parent / "fixtures" / "release_paloma"
-RELEASE = json.loads((FIXTURE_DIR / "release_paloma.json").read_text())
-_spec = importlib.util.spec_from_file_location("release_paloma_make_fixture", FIXTURE_DIR / "make_fixture.py")
-MAKE_FIXTURE = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MAKE_FIXTURE)
+RELEASE, MAKE_FIXTURE = recorded("release_paloma")
 PROTOCOL = resolve(None)  # the `release` preset
 SETTINGS = RELEASE["inputs"]["totals_settings"]
 SLICE_ROWS = RELEASE["inputs"]["slice_rows"]

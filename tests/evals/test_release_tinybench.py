@@ -10,7 +10,6 @@ builds the harness's text instead, checked against strings derived by hand where
 """
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 
@@ -24,14 +23,12 @@ from calibft.evals.tinybench.job import TINYBENCH_BATCH_SIZE
 from calibft.evals.tinybench.runner import score_task
 from calibft.lm.chat import ChatOptions, format_prompt, on_chat_date
 from calibft.lm.models import load_model, load_tokenizer
+from tests.fixtures.release_recording import recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_DIR = ROOT / "tests" / "fixtures" / "release_tinybench"
 TINY_MODEL = FIXTURE_DIR / "tiny_model"  # the model the release scored
-RELEASE = json.loads((FIXTURE_DIR / "release_tinybench.json").read_text())
-_spec = importlib.util.spec_from_file_location("release_tinybench_make_fixture", FIXTURE_DIR / "make_fixture.py")
-MAKE_FIXTURE = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(MAKE_FIXTURE)
+RELEASE, MAKE_FIXTURE = recorded("release_tinybench")
 PROTOCOL = resolve(None)  # the `release` preset
 ROWS = RELEASE["inputs"]["rows"]
 TASKS = list(ROWS)
