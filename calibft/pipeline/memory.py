@@ -230,10 +230,14 @@ class PeakTracker:
 
 def training_inputs(config: Mapping) -> TrainingInputs:
     """The data of the plan's training batch (`gpu_batches`), on the soft training space with Qwen3's tokenizer."""
-    from calibft.training.largest_batch import training_inputs as build
+    from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
+    from calibft.training.largest_batch import TrainingInputs
 
+    # Qwen3's tokenizer splits a value into a token per character, the most of the four families
     train = next(batch for batch in gpu_batches(config) if batch.training)
-    return build(config["output_spaces"]["soft"], train.rows, train.prompt)
+    return TrainingInputs.build(
+        load_packaged_tokenizer("qwen3"), config["output_spaces"]["soft"], train.rows, train.prompt
+    )
 
 
 @dataclass(frozen=True)

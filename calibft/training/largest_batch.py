@@ -49,13 +49,6 @@ class TrainingInputs:
         return hard_batch(self.spaces, items, values, self.prompt_ids, pad, self.tokenizer, seq_len)
 
 
-def training_inputs(space: Mapping, rows: int, seq_len: int) -> TrainingInputs:
-    """`TrainingInputs` with Qwen3's tokenizer, which splits a value into a token per character, the most."""
-    from calibft.lm.packaged_tokenizers import load_packaged_tokenizer
-
-    return TrainingInputs.build(load_packaged_tokenizer("qwen3"), space, rows, seq_len)
-
-
 def forcing_batch(rows: int, prompt_length: int, completion_length: int) -> CompletionBatch:
     """The largest teacher-forced batch: `rows` prompts of `prompt_length` tokens, each followed by a completion of
     `completion_length` tokens (ids of zeros: the cost is set by the shapes)."""
